@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/internal/cliargs"
+)
+
+// Run builds the podlab application and runs it with args. It never exits the
+// process: main does, with the error Run returns.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	app := newApp(stdin, stdout, stderr)
+	return app.Run(cliargs.FlagsFirst(app, args))
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:  "podlab",
+		Usage: "walk, stage by stage and for real, how Kubernetes creates a Pod",
+		Description: `podlab re-enacts the chain that turns "kubectl run" into a running process.
+Each subcommand is one stage, done for real, and prints what it did in
+Kubernetes terms and where its artifacts are, so you can open them:
+
+  registry serve   the image registry the runtime pulls from (step 9)
+  pull             the container runtime pulls an image into its content store (step 9)
+  unpack           the runtime unpacks the image's layers into a bundle (step 10)
+  spec             the runtime writes the bundle's OCI runtime spec, config.json (step 11)
+  runc             the OCI runtime sets up namespaces, cgroups, rootfs and
+                   capabilities, then runs the app (steps 12 and 13)
+  doctor           checks that this machine can do all of the above`,
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+		Reader:               stdin,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		ExitErrHandler:       func(*cli.Context, error) {}, // main decides how to exit
+		Flags: []cli.Flag{
+			&cli.StringFlag{
+				Name:    "state-dir",
+				Usage:   "where podlab keeps everything it makes: content store, bundles, runc state, logs",
+				EnvVars: []string{"PODLAB_STATE_DIR"},
+				Value:   defaultStateDir(),
+			},
+			&cli.BoolFlag{
+				Name:    "debug",
+				Usage:   "print more about what each step does",
+				EnvVars: []string{"PODLAB_DEBUG"},
+			},
+		},
+		Commands: []*cli.Command{
+			registryCommand,
+			pullCommand,
+			imagesCommand,
+			inspectCommand,
+			rmiCommand,
+			unpackCommand,
+			specCommand,
+			runcCommand,
+			doctorCommand,
+		},
+	}
+}
+
+// defaultStateDir is /var/lib/podlab for root, as a kubelet's /var/lib/kubelet,
+// and $XDG_DATA_HOME/podlab (or ~/.local/share/podlab) for everyone else.
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/podlab"
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "podlab")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "podlab")
+	}
+	return filepath.Join(os.TempDir(), "podlab")
+}
+
+// stateDir is the global --state-dir, made absolute so that every path podlab
+// prints can be opened from anywhere.
+func stateDir(c *cli.Context) (string, error) {
+	d := c.String("state-dir")
+	if d == "" {
+		return "", errors.New("no state directory: pass --state-dir DIR or set PODLAB_STATE_DIR")
+	}
+	return filepath.Abs(d)
+}
+
+// exitCode is 1 for every error, unless the error carries its own code (for
+// instance the exit code of a container run in the foreground).
+func exitCode(err error) int {
+	var coder cli.ExitCoder
+	if errors.As(err, &coder) && coder.ExitCode() != 0 {
+		return coder.ExitCode()
+	}
+	return 1
+}
