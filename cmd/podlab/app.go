@@ -35,10 +35,12 @@ Kubernetes terms and where its artifacts are, so you can open them:
   doctor           checks that this machine can do all of the above`,
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,
-		Reader:               stdin,
-		Writer:               stdout,
-		ErrWriter:            stderr,
-		ExitErrHandler:       func(*cli.Context, error) {}, // main decides how to exit
+		// "--args a,b" is one argument, as in a PodSpec: never split slice flags on commas.
+		DisableSliceFlagSeparator: true,
+		Reader:                    stdin,
+		Writer:                    stdout,
+		ErrWriter:                 stderr,
+		ExitErrHandler:            func(*cli.Context, error) {}, // main decides how to exit
 		Flags: []cli.Flag{
 			&cli.StringFlag{
 				Name:    "state-dir",
