@@ -1,0 +1,361 @@
+// Package bench measures podlab against what a learner would otherwise use,
+// side by side in one run on one machine, and prints each ratio:
+//
+//   - cold pull from a local registry against `crane pull --format=oci`
+//     (time, and peak memory), while podlab verifies every blob;
+//   - re-pull with every blob already stored: no blob transferred;
+//   - unpack against `tar -xzf` of the same layers in order, and `umoci unpack`;
+//   - `podlab runc run` of a trivial container against bare `runc run`.
+//
+// The image is built from this machine's own /usr: many small files in
+// several gzip layers. Run it with `make bench`. The targets are checked here,
+// by ratios measured in the same run, never by a timed test.
+package bench
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/podlab/podlab/internal/testenv"
+)
+
+const (
+	benchFiles  = 32000     // regular files from /usr in the image
+	benchLayers = 4         // split into this many layers
+	maxFileSize = 512 << 10 // skip files larger than this: the image is about many small files
+	rounds      = 3         // each side runs this many times; the fastest counts
+)
+
+// fixture is the image, served by an in-process registry, and the layer
+// blobs on disk for tar and umoci.
+type fixture struct {
+	ref       string   // 127.0.0.1:PORT/bench/usr:1
+	layers    []string // compressed layer files, in order
+	layoutDir string   // an OCI layout with the image tagged "bench", for umoci
+	blobGets  *atomic.Int64
+	compSize  int64
+	files     int
+	tmp       string
+	podlab    string
+}
+
+func setup(b *testing.B) *fixture {
+	b.Helper()
+	podlab := filepath.Join(testenv.RepoRoot(), "bin", "podlab")
+	if _, err := os.Stat(podlab); err != nil {
+		testenv.Missing(b, "bin/podlab (run make build)")
+	}
+	tmp := b.TempDir()
+	f := &fixture{tmp: tmp, podlab: podlab, blobGets: new(atomic.Int64)}
+
+	img, files, err := usrImage(tmp)
+	if err != nil {
+		b.Fatalf("building the /usr image: %v", err)
+	}
+	f.files = files
+	layers, err := img.Layers()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i, l := range layers {
+		sz, _ := l.Size()
+		f.compSize += sz
+		f.layers = append(f.layers, filepath.Join(tmp, fmt.Sprintf("layer%d.tar.gz", i)))
+	}
+
+	reg := registry.New(registry.WithBlobHandler(registry.NewDiskBlobHandler(filepath.Join(tmp, "registry"))))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:") {
+			f.blobGets.Add(1)
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	b.Cleanup(srv.Close)
+	f.ref = strings.TrimPrefix(srv.URL, "http://") + "/bench/usr:1"
+	ref, err := name.ParseReference(f.ref)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		b.Fatalf("pushing the bench image: %v", err)
+	}
+
+	f.layoutDir = filepath.Join(tmp, "layout")
+	p, err := layout.Write(f.layoutDir, empty.Index)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "bench"})); err != nil {
+		b.Fatal(err)
+	}
+	for i, l := range layers {
+		d, _ := l.Digest()
+		if err := os.Link(filepath.Join(f.layoutDir, "blobs", d.Algorithm, d.Hex), f.layers[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("image %s: %d files in %d layers, %.1f MB compressed", f.ref, f.files, len(layers), float64(f.compSize)/1e6)
+	return f
+}
+
+// usrImage builds a multi-layer OCI image of many small files from /usr.
+func usrImage(tmp string) (v1.Image, int, error) {
+	var paths []string
+	for _, root := range []string{"/usr/share", "/usr/include", "/usr/lib"} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || len(paths) >= benchFiles {
+				return fs.SkipDir
+			}
+			if d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil && fi.Size() <= maxFileSize {
+					paths = append(paths, p)
+				}
+			}
+			return nil
+		})
+		if err != nil && err != fs.SkipDir {
+			return nil, 0, err
+		}
+	}
+	sort.Strings(paths)
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	per := (len(paths) + benchLayers - 1) / benchLayers
+	for i := 0; i < len(paths); i += per {
+		part := paths[i:min(i+per, len(paths))]
+		file := filepath.Join(tmp, fmt.Sprintf("src%d.tar.gz", i/per))
+		if err := writeTarGz(file, part); err != nil {
+			return nil, 0, err
+		}
+		l, err := tarball.LayerFromFile(file, tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, 0, err
+		}
+		if img, err = mutate.AppendLayers(img, l); err != nil {
+			return nil, 0, err
+		}
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, 0, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.Config.Cmd = []string{"/bin/true"}
+	img, err = mutate.ConfigFile(img, cfg)
+	return img, len(paths), err
+}
+
+func writeTarGz(file string, paths []string) error {
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	zw := gzip.NewWriter(out)
+	tw := tar.NewWriter(zw)
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		rel := strings.TrimPrefix(p, "/")
+		for d := filepath.Dir(rel); d != "." && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	sortedDirs := make([]string, 0, len(dirs))
+	for d := range dirs {
+		sortedDirs = append(sortedDirs, d)
+	}
+	sort.Strings(sortedDirs)
+	for _, d := range sortedDirs {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+			return err
+		}
+	}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(p, "/"), Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, 0)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return out.Close()
+}
+
+// measurement is one command's wall time and peak resident memory.
+type measurement struct {
+	wall   time.Duration
+	maxRSS int64 // bytes
+}
+
+// run runs a command to its end and measures it.
+func run(b *testing.B, name string, args ...string) measurement {
+	b.Helper()
+	cmd := exec.Command(name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	m := measurement{wall: time.Since(start)}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m.maxRSS = ru.Maxrss * 1024
+	}
+	return m
+}
+
+// best keeps the fastest wall time and the largest peak memory of several runs.
+func best(ms []measurement) measurement {
+	out := ms[0]
+	for _, m := range ms[1:] {
+		out.wall = min(out.wall, m.wall)
+		out.maxRSS = max(out.maxRSS, m.maxRSS)
+	}
+	return out
+}
+
+// compare prints a ratio, reports it as a metric and fails the benchmark if
+// it is over the target.
+func compare(b *testing.B, what string, ours, theirs float64, unit, metric string, target float64, atMost bool) {
+	b.Helper()
+	ratio := ours / theirs
+	verdict := "ok"
+	if (atMost && ratio > target) || (!atMost && ratio < target) {
+		verdict = "MISSED"
+		b.Errorf("%s: ratio %.2f, target %s %.2f", what, ratio, map[bool]string{true: "at most", false: "at least"}[atMost], target)
+	}
+	fmt.Printf("%-50s podlab %9.1f %s  other %9.1f %s  ratio %5.2f  (target %s %.2f) %s\n",
+		what, ours, unit, theirs, unit, ratio, map[bool]string{true: "<=", false: ">="}[atMost], target, verdict)
+	b.ReportMetric(ratio, metric)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func BenchmarkRuntimeChain(b *testing.B) {
+	f := setup(b)
+	crane := testenv.LookPath(b, "crane")
+
+	// Cold pull: a fresh content store each round, the same registry.
+	var ours, theirs []measurement
+	for i := 0; i < rounds; i++ {
+		state := filepath.Join(f.tmp, fmt.Sprintf("state-pull-%d", i))
+		ours = append(ours, run(b, f.podlab, "--state-dir", state, "pull", f.ref))
+		theirs = append(theirs, run(b, crane, "pull", "--format=oci", f.ref, filepath.Join(f.tmp, fmt.Sprintf("crane-%d", i))))
+	}
+	po, pt := best(ours), best(theirs)
+	compare(b, "cold pull, time (vs crane pull --format=oci)", ms(po.wall), ms(pt.wall), "ms", "pull-x-crane", 1.2, true)
+	compare(b, "cold pull, peak memory (vs crane)", float64(po.maxRSS)/1e6, float64(pt.maxRSS)/1e6, "MB", "pull-mem-x-crane", 2.0, true)
+
+	// Re-pull: every blob is stored already.
+	state := filepath.Join(f.tmp, "state-pull-0")
+	before := f.blobGets.Load()
+	var re []measurement
+	for i := 0; i < 5; i++ {
+		re = append(re, run(b, f.podlab, "--state-dir", state, "pull", f.ref))
+	}
+	got := best(re)
+	fetched := f.blobGets.Load() - before
+	fmt.Printf("%-50s podlab %9.1f ms  blobs fetched %d  (target < 50 ms, 0 blobs)\n", "re-pull, every blob stored", ms(got.wall), fetched)
+	b.ReportMetric(ms(got.wall), "repull-ms")
+	if fetched != 0 || got.wall >= 50*time.Millisecond {
+		b.Errorf("re-pull: %v and %d blobs fetched; target under 50ms and none", got.wall, fetched)
+	}
+
+	// Unpack: podlab against tar -xzf of the same layers in order, and umoci.
+	ours, theirs = nil, nil
+	var umoci []measurement
+	umociBin := testenv.LookPath(b, "umoci")
+	for i := 0; i < rounds; i++ {
+		bundle := filepath.Join(f.tmp, fmt.Sprintf("bundle-%d", i))
+		ours = append(ours, run(b, f.podlab, "--state-dir", state, "unpack", f.ref, "--bundle", bundle))
+		dir := filepath.Join(f.tmp, fmt.Sprintf("tar-%d", i))
+		script := fmt.Sprintf("mkdir -p %s && for l in %s; do tar -xzf $l -C %s || exit 1; done", dir, strings.Join(f.layers, " "), dir)
+		theirs = append(theirs, run(b, "sh", "-c", script))
+		if i == 0 {
+			umoci = append(umoci, run(b, umociBin, "unpack", "--image", f.layoutDir+":bench", filepath.Join(f.tmp, "umoci-bundle")))
+		}
+		os.RemoveAll(bundle)
+		os.RemoveAll(dir)
+	}
+	uo := best(ours)
+	compare(b, "unpack, time (vs tar -xzf of the layers in order)", ms(uo.wall), ms(best(theirs).wall), "ms", "unpack-x-tar", 1.5, true)
+	compare(b, "unpack, speed-up over umoci unpack", ms(best(umoci).wall), ms(uo.wall), "ms", "umoci-over-podlab", 3.0, false)
+
+	runcBench(b, f)
+}
+
+// runcBench runs a trivial container with podlab and with bare runc.
+func runcBench(b *testing.B, f *fixture) {
+	if os.Geteuid() != 0 {
+		testenv.Missing(b, "root, for runc")
+	}
+	runc := testenv.Runc(b)
+	bundle := filepath.Join(f.tmp, "true-bundle")
+	rootfs := filepath.Join(bundle, "rootfs")
+	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(rootfs, "true"), "./testdata/true")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building the trivial container: %v\n%s", err, out)
+	}
+	spec := exec.Command(runc, "spec", "--bundle", bundle)
+	if out, err := spec.CombinedOutput(); err != nil {
+		b.Fatalf("runc spec: %v\n%s", err, out)
+	}
+	cfgPath := filepath.Join(bundle, "config.json")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg = bytes.Replace(cfg, []byte(`"sh"`), []byte(`"/true"`), 1)
+	cfg = bytes.Replace(cfg, []byte(`"terminal": true`), []byte(`"terminal": false`), 1)
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	root := filepath.Join(f.tmp, "runc-root")
+	state := filepath.Join(f.tmp, "state-runc")
+	var ours, theirs []measurement
+	for i := 0; i < 5; i++ {
+		ours = append(ours, run(b, f.podlab, "--state-dir", state, "runc", "run", fmt.Sprintf("bench-podlab-%d", i), "--bundle", bundle))
+		theirs = append(theirs, run(b, runc, "--root", root, "run", "--bundle", bundle, fmt.Sprintf("bench-runc-%d", i)))
+	}
+	compare(b, "runc run of a trivial container (vs bare runc run)", ms(best(ours).wall), ms(best(theirs).wall), "ms", "run-x-runc", 1.3, true)
+}
