@@ -1,6 +1,57 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"fmt"
 
-// placeholder until the doctor stage lands
-var doctorCommand = &cli.Command{Name: "doctor"}
+	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/steps/runc"
+)
+
+var doctorCommand = &cli.Command{
+	Name:      "doctor",
+	Usage:     "check that this machine can run containers the way a kubelet's runtime does",
+	ArgsUsage: "[--runtime PATH]",
+	Description: `A node must offer what the kubelet's container runtime relies on before a Pod
+can run there. doctor checks, and says how to fix what is missing:
+
+  root        runc needs root to make namespaces, cgroups and mounts
+  runtime     the OCI runtime (runc or crun) podlab will use, and its version:
+              runc before 1.2.8, 1.3.3 or 1.4.0-rc.3 lacks the fixes for
+              CVE-2025-31133, CVE-2025-52565 and CVE-2025-52881 (container
+              escapes through /dev/null, /dev/console and procfs writes);
+              Debian 12's runc 1.1.5 is one. make deps installs runc 1.5.3.
+  cgroups     v1, v2 or hybrid, and the memory, pids and cpu controllers that
+              enforce a Pod's resources.limits
+  namespaces  pid, ipc, uts, mnt, net and cgroup, which isolate each container
+  seccomp     the kernel's syscall filter (RuntimeDefault profiles)
+  pigz        optional: parallel gunzip makes unpacking layers faster
+
+It exits non-zero when a required check fails.`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{
+			Name:  "runtime",
+			Usage: "the OCI runtime binary to check; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH",
+		},
+	},
+	Action: func(c *cli.Context) error {
+		bin, _ := runc.FindRuntime(c.String("runtime")) // "" when none: reported as a finding
+		findings := runc.Doctor(c.Context, bin)
+		w := c.App.Writer
+		failed := 0
+		for _, f := range findings {
+			fmt.Fprintf(w, "%-4s  %-16s %s\n", f.Status, f.Check, f.Detail)
+			if f.Fix != "" {
+				fmt.Fprintf(w, "      %-16s fix: %s\n", "", f.Fix)
+			}
+			if f.Status == runc.StatusFail {
+				failed++
+			}
+		}
+		if failed > 0 {
+			return fmt.Errorf("%d required check(s) failed: fix them as shown above", failed)
+		}
+		fmt.Fprintln(w, "This machine can run podlab's containers.")
+		return nil
+	},
+}

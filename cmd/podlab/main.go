@@ -12,7 +12,11 @@ import (
 
 func main() {
 	if err := Run(os.Args, os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "podlab: %v\n", err)
+		// A container's own exit code comes back as an error with no message:
+		// pass the code on and say nothing.
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintf(os.Stderr, "podlab: %s\n", msg)
+		}
 		os.Exit(exitCode(err))
 	}
 }

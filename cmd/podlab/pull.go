@@ -1,6 +1,168 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
 
-// placeholder until the pull stage lands
-var pullCommand = &cli.Command{Name: "pull"}
+	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/steps/pull"
+)
+
+var pullCommand = &cli.Command{
+	Name:      "pull",
+	Usage:     "pull an image from its registry into the content store (step 9)",
+	ArgsUsage: "REF [--platform OS/ARCH[/VARIANT]] [--registry-mirror URL] [--insecure]",
+	Description: `Step 9 of creating a Pod: the kubelet asks the container runtime (containerd,
+CRI-O) through the CRI's PullImage call for the image in the Pod's spec, and
+the runtime downloads it. podlab pull does what the runtime does:
+
+1. Read the reference. "nginx" is short for docker.io/library/nginx:latest:
+   a registry (docker.io), a repository (library/nginx) and a tag (latest),
+   or a digest (nginx@sha256:...) which names exact bytes and never moves.
+
+2. Find the registry and resolve the reference. The runtime speaks the OCI
+   distribution API over HTTPS: GET /v2/ (to learn how to authenticate;
+   credentials come from ~/.docker/config.json), then
+   HEAD /v2/library/nginx/manifests/latest, whose answer is the digest of
+   the manifest the tag points to now.
+
+3. Choose the platform. A tag often names an image INDEX: a list of
+   manifests, one per platform (linux/amd64, linux/arm64/v8, ...). The
+   runtime chooses the one for its node (--platform chooses another).
+
+4. Read the MANIFEST: the image's table of contents. It names the CONFIG
+   (a JSON blob: entrypoint, cmd, env, working dir, user, ports, and the
+   diff_ids of the layers) and the LAYERS (compressed tar files, each a
+   filesystem change), every one by size and sha256 digest.
+
+5. Download what is missing into the CONTENT STORE, a few layers at a time.
+   Here it is one OCI image layout, <state-dir>/content (oci-layout,
+   index.json, blobs/sha256/<hex>), shared by every pod, as containerd's
+   content store is shared by every container on a node. Every blob goes to
+   a temporary file in content/ingest/, its size and sha256 are checked
+   against the digest, and only then is it renamed into blobs/: a blob that
+   does not match is refused and the store stays as it was. Blobs already
+   present (a base layer shared by two images) are never fetched again, so
+   a re-pull of an unchanged image transfers no blob at all.
+
+6. Name the image: index.json gets an entry for the manifest, annotated
+   org.opencontainers.image.ref.name=docker.io/library/nginx:latest, so
+   skopeo, umoci and crane can read the store too.
+
+--registry-mirror (or $PODLAB_REGISTRY_MIRROR) sends docker.io references to
+a mirror, as a containerd hosts.toml "[host."http://mirror"]" entry does: the
+repository path stays (library/nginx) and the image keeps its docker.io name.
+containerd would fall back to Docker Hub when the mirror fails; podlab does
+not. An http:// mirror, or --insecure, allows plain HTTP.
+
+Examples:
+  podlab pull nginx --registry-mirror http://127.0.0.1:5001
+  podlab pull 127.0.0.1:5001/podlab/hello:1.0 --platform linux/arm64
+  podlab pull 127.0.0.1:5001/podlab/hello@sha256:<digest>`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{
+			Name:  "platform",
+			Usage: "os/arch[/variant] to choose from an image index",
+			Value: pull.HostPlatform().String(),
+		},
+		&cli.StringFlag{
+			Name:    "registry-mirror",
+			Usage:   "registry URL to pull docker.io images from (e.g. http://127.0.0.1:5001)",
+			EnvVars: []string{pull.MirrorEnv},
+		},
+		&cli.BoolFlag{
+			Name:  "insecure",
+			Usage: "allow plain HTTP and unverified TLS to the registry",
+		},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() != 1 {
+			return fmt.Errorf("pull needs one image reference, e.g. `podlab pull nginx`")
+		}
+		dir, err := stateDir(c)
+		if err != nil {
+			return err
+		}
+		store, err := pull.OpenStore(pull.StoreDir(dir))
+		if err != nil {
+			return err
+		}
+		opts := pull.Options{
+			Mirror:   c.String("registry-mirror"),
+			Insecure: c.Bool("insecure"),
+			Progress: c.App.ErrWriter,
+			Bars:     pull.IsTerminal(c.App.ErrWriter),
+		}
+		if c.IsSet("platform") {
+			opts.Platform = c.String("platform")
+		}
+		res, err := pull.Pull(c.Context, store, c.Args().First(), opts)
+		if err != nil {
+			return err
+		}
+		printPullResult(c.App.Writer, c.Args().First(), dir, res)
+		return nil
+	},
+}
+
+func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
+	fmt.Fprintf(w, "Pulled %s\n", res.Reference)
+	src := res.Source
+	if res.Mirror != "" {
+		src += fmt.Sprintf("  (mirror %s for docker.io)", res.Mirror)
+	}
+	fmt.Fprintf(w, "  registry   %s\n", src)
+	if res.Index != nil {
+		fmt.Fprintf(w, "  resolved   %s (%s)\n", res.Index.Digest, res.Index.MediaType)
+		fmt.Fprintf(w, "  platform   %s\n", res.Index)
+	} else {
+		fmt.Fprintf(w, "  resolved   %s (a single image manifest, no index)\n", res.Resolved)
+		if res.Platform != "" {
+			fmt.Fprintf(w, "  platform   %s (from the image's config)\n", res.Platform)
+		}
+	}
+	state := func(b pull.Blob) string {
+		if b.Downloaded {
+			return "downloaded"
+		}
+		return "already present"
+	}
+	fmt.Fprintf(w, "  manifest   %s  %s  %s  %s\n", res.Manifest.Digest, res.Manifest.MediaType, pull.HumanSize(res.Manifest.Size), state(res.Manifest))
+	fmt.Fprintf(w, "  config     %s  %s  %s  %s\n", res.Config.Digest, res.Config.MediaType, pull.HumanSize(res.Config.Size), state(res.Config))
+	var size int64 = res.Config.Size
+	for i, l := range res.Layers {
+		fmt.Fprintf(w, "  layer %-4d %s  %s  %s  %s\n", i+1, l.Digest, l.MediaType, pull.HumanSize(l.Size), state(l))
+		size += l.Size
+	}
+	if res.UpToDate {
+		fmt.Fprintf(w, "  Every blob was already in the store and the registry still resolves the tag to the\n"+
+			"  same digest: the runtime asked only for the digest (HEAD) and transferred no blob.\n")
+	} else {
+		fmt.Fprintf(w, "  downloaded %s; every blob's size and sha256 matched its digest\n", pull.HumanSize(res.Downloaded))
+	}
+
+	fmt.Fprintf(w, "\nContent store (one OCI image layout shared by every pod): %s\n", res.StoreDir)
+	fmt.Fprintf(w, "  %s  names the image %q\n", res.IndexPath, res.Reference)
+	for _, b := range append([]pull.Blob{res.Manifest, res.Config}, res.Layers...) {
+		fmt.Fprintf(w, "  %s  %s\n", b.Path, b.Kind)
+	}
+
+	fmt.Fprintf(w, "\nKubernetes: the kubelet would record the event (reason Pulled):\n")
+	fmt.Fprintf(w, "  Successfully pulled image %q in %s. Image size: %d bytes.\n", typed, res.Duration.Round(time.Millisecond), size)
+	fmt.Fprintf(w, "\nNext: podlab unpack %s --bundle %s\n", typed, filepath.Join(stateDir, "bundles", bundleName(res.Reference)))
+}
+
+// bundleName suggests a bundle directory name from a reference:
+// docker.io/library/nginx:latest -> nginx.
+func bundleName(ref string) string {
+	r, err := pull.ParseReference(ref)
+	if err != nil {
+		return "image"
+	}
+	return strings.ReplaceAll(path.Base(r.Repository), ".", "-")
+}

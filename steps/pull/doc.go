@@ -1,0 +1,16 @@
+// Package pull is step 9 of the chain that creates a Pod: the container
+// runtime (containerd or CRI-O, asked by the kubelet through the CRI's
+// PullImage call) finds the image registry, resolves the image reference to a
+// manifest digest, chooses the manifest for this node's platform, and
+// downloads the manifest, the config and the layers into its content store.
+//
+// The content store here is one OCI image layout (oci-layout, index.json,
+// blobs/sha256/<hex>) shared by every pod, as containerd's content store is
+// shared by every container on a node. Every blob is written to a temporary
+// file, its size and sha256 checked, and only then renamed into blobs/: a
+// blob whose bytes do not match its digest never enters the store. Blobs
+// already present are never fetched again.
+//
+// The package never prints: Pull returns a Result, and progress goes to an
+// io.Writer the caller passes in.
+package pull

@@ -1,0 +1,223 @@
+// Package registry is the image registry of podlab's lab (step 9: the
+// container runtime finds the image registry and downloads the image).
+//
+// A registry speaks the OCI distribution API over HTTP:
+//
+//	GET /v2/                                  "I am a registry"
+//	GET /v2/<name>/manifests/<tag or digest>  the image's manifest (JSON)
+//	GET /v2/<name>/blobs/<digest>             its config and layers, by digest
+//
+// plus POST/PATCH/PUT under /v2/<name>/blobs/uploads/ and PUT on manifests to
+// push. This one is go-containerregistry's pkg/registry, with blobs kept on
+// disk (a directory named by algorithm and hex digest) and manifests in
+// memory. Memory does not survive a restart, so Run loads every image of an
+// OCI layout (the demo images `make images` builds) into the registry each
+// time it starts, pushing them to itself; blobs already on disk are not sent
+// again.
+//
+// The package never prints: request lines go to Options.Log.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+)
+
+// Errors returned while starting a registry or loading images into it.
+var (
+	// ErrAddrInUse means another process listens on the address already.
+	ErrAddrInUse = errors.New("address already in use")
+	// ErrNoLayout means the images directory is not an OCI image layout.
+	ErrNoLayout = errors.New("no OCI image layout")
+	// ErrNoImages means the layout names no image: none of its index.json
+	// entries has an org.opencontainers.image.ref.name annotation.
+	ErrNoImages = errors.New("no named image in the OCI layout")
+)
+
+// BlobDir is where the registry of the state directory stateDir keeps blobs.
+func BlobDir(stateDir string) string { return filepath.Join(stateDir, "registry") }
+
+// ImagesDir is the OCI layout of the demo images (`make images` writes it).
+func ImagesDir(stateDir string) string { return filepath.Join(stateDir, "demo-images") }
+
+// Options configure a registry server.
+type Options struct {
+	// BlobDir keeps the blobs, as <BlobDir>/sha256/<hex>. Required.
+	BlobDir string
+	// Log receives one line per request: time, method, path, status, size.
+	// Nil means no log.
+	Log io.Writer
+	// LogLoads also logs the requests Run makes to load the layout (many
+	// HEAD, POST, PATCH and PUT requests); by default they are left out.
+	LogLoads bool
+}
+
+// Listen opens a TCP listener on addr ("127.0.0.1:5001", or ":0" for any
+// free port), with an error that says so when the port is taken.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listening on %s: %w: another registry (or something else) runs there; stop it, or choose another port with --addr 127.0.0.1:PORT", addr, ErrAddrInUse)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve runs a registry on ln until ctx is done, then shuts it down and
+// returns nil. GET /healthz answers 200 "ok".
+func Serve(ctx context.Context, ln net.Listener, opts Options) error {
+	ready := &atomic.Bool{}
+	ready.Store(true)
+	h, err := newHandler(opts, ready)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	return serve(ctx, ln, h)
+}
+
+// Run serves a registry on ln, loads every named image of the OCI layout at
+// layoutDir into it (see Load), calls ready with what it loaded, and serves
+// until ctx is done. GET /healthz answers 503 until the images are loaded,
+// then 200.
+func Run(ctx context.Context, ln net.Listener, layoutDir string, opts Options, ready func([]Loaded)) error {
+	if err := checkLayout(layoutDir); err != nil {
+		ln.Close()
+		return err
+	}
+	isReady := &atomic.Bool{}
+	h, err := newHandler(opts, isReady)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, ln, h) }()
+
+	loaded, err := Load(ctx, loopback(ln.Addr()), layoutDir)
+	if err != nil {
+		cancel()
+		<-served
+		return err
+	}
+	isReady.Store(true)
+	if ready != nil {
+		ready(loaded)
+	}
+	return <-served
+}
+
+// loopback is the address to reach a listener from this machine: its port on
+// 127.0.0.1 when it listens on every address.
+func loopback(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+}
+
+func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+			return
+		}
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown) //nolint:errcheck // Serve returns ErrServerClosed
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving the registry on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// loadUserAgent marks the requests Load makes, so that the log can leave them out.
+const loadUserAgent = "podlab-registry-load"
+
+func newHandler(opts Options, ready *atomic.Bool) (http.Handler, error) {
+	if opts.BlobDir == "" {
+		return nil, errors.New("starting the registry: no blob directory given")
+	}
+	if err := os.MkdirAll(opts.BlobDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the registry's blob directory: %w", err)
+	}
+	reg := ggcrregistry.New(
+		ggcrregistry.WithBlobHandler(ggcrregistry.NewDiskBlobHandler(opts.BlobDir)),
+		ggcrregistry.Logger(log.New(io.Discard, "", 0)), // requests are logged below, one line each
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "loading images", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("/", reg)
+	if opts.Log == nil {
+		return mux, nil
+	}
+	var mu sync.Mutex // one line at a time
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		mux.ServeHTTP(rec, r)
+		if !opts.LogLoads && strings.Contains(r.UserAgent(), loadUserAgent) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(opts.Log, "%s %-4s %s %d %s\n", time.Now().Format("15:04:05"), r.Method, r.URL.RequestURI(), rec.status, size(rec.bytes))
+	}), nil
+}
+
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%dB", n)
+	}
+}

@@ -1,0 +1,343 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	specv1 "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// demoLayout writes an OCI layout with two named images, one named index
+// and one unnamed image, and returns its directory and the named entries.
+func demoLayout(t *testing.T) (string, map[string]v1.Hash) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "demo-images")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]v1.Hash{}
+	for _, ref := range []string{"library/nginx:latest", "podlab/hello:1.0", ""} {
+		img, err := random.Image(1024, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var opts []layout.Option
+		if ref != "" {
+			opts = append(opts, layout.WithAnnotations(map[string]string{specv1.AnnotationRefName: ref}))
+			named[ref], _ = img.Digest()
+		}
+		if err := p.AppendImage(img, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ii, err := random.Index(512, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendIndex(ii, layout.WithAnnotations(map[string]string{specv1.AnnotationRefName: "podlab/multi:1"})); err != nil {
+		t.Fatal(err)
+	}
+	named["podlab/multi:1"], _ = ii.Digest()
+	return dir, named
+}
+
+// startRegistry starts a registry on a free loopback port until the test ends.
+func startRegistry(t *testing.T, opts Options) string {
+	t.Helper()
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+func TestLoad_PullBackByName(t *testing.T) {
+	ctx := context.Background()
+	dir, named := demoLayout(t)
+	blobDir := filepath.Join(t.TempDir(), "registry")
+	addr := startRegistry(t, Options{BlobDir: blobDir})
+
+	loaded, err := Load(ctx, addr, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded) != len(named) {
+		t.Fatalf("loaded %d images, want %d (the unnamed one skipped): %+v", len(loaded), len(named), loaded)
+	}
+	for _, l := range loaded {
+		if l.Digest != named[l.Ref] {
+			t.Errorf("%s: loaded digest %s, layout has %s", l.Ref, l.Digest, named[l.Ref])
+		}
+		if l.Reference != addr+"/"+l.Ref {
+			t.Errorf("%s: reference %q, want %q", l.Ref, l.Reference, addr+"/"+l.Ref)
+		}
+		if len(l.Uploaded) != l.Blobs || l.Blobs == 0 {
+			t.Errorf("%s: uploaded %d of %d blobs into an empty registry", l.Ref, len(l.Uploaded), l.Blobs)
+		}
+	}
+
+	// Pull each back by name, as a runtime would, and find its blobs on disk.
+	for _, ref := range []string{"library/nginx:latest", "podlab/hello:1.0"} {
+		r, err := name.ParseReference(addr + "/" + ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := remote.Image(r, remote.WithContext(ctx))
+		if err != nil {
+			t.Fatalf("pulling %s: %v", r, err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != named[ref] {
+			t.Errorf("pulled %s: digest %s, layout has %s", ref, d, named[ref])
+		}
+		mf, err := img.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, desc := range append(mf.Layers, mf.Config) {
+			if _, err := os.Stat(filepath.Join(blobDir, "sha256", desc.Digest.Hex)); err != nil {
+				t.Errorf("%s: blob %s not on disk: %v", ref, desc.Digest, err)
+			}
+		}
+		// And the layers are whole: read one to its end (ggcr checks the digest there).
+		layers, _ := img.Layers()
+		rc, err := layers[0].Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			t.Errorf("%s: reading layer 0: %v", ref, err)
+		}
+		rc.Close()
+	}
+	if _, err := remote.Index(mustRef(t, addr+"/podlab/multi:1"), remote.WithContext(ctx)); err != nil {
+		t.Errorf("pulling the index: %v", err)
+	}
+}
+
+func mustRef(t *testing.T, s string) name.Reference {
+	t.Helper()
+	r, err := name.ParseReference(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestLoad_SecondLoadUploadsNoBlob(t *testing.T) {
+	ctx := context.Background()
+	dir, named := demoLayout(t)
+	blobDir := filepath.Join(t.TempDir(), "registry")
+
+	first := startRegistry(t, Options{BlobDir: blobDir})
+	if _, err := Load(ctx, first, dir); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		addr string
+	}{
+		{"same registry again", first},
+		// A restarted registry: manifests gone (they were in memory), blobs on disk.
+		{"new registry, same blob directory", startRegistry(t, Options{BlobDir: blobDir})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			loaded, err := Load(ctx, tt.addr, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range loaded {
+				if len(l.Uploaded) != 0 {
+					t.Errorf("%s: uploaded %v again", l.Ref, l.Uploaded)
+				}
+			}
+			img, err := remote.Image(mustRef(t, tt.addr+"/podlab/hello:1.0"), remote.WithContext(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, _ := img.Digest(); d != named["podlab/hello:1.0"] {
+				t.Errorf("digest %s, want %s", d, named["podlab/hello:1.0"])
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRun_LoadsThenServes(t *testing.T) {
+	dir, named := demoLayout(t)
+	blobDir := filepath.Join(t.TempDir(), "registry")
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	readyc := make(chan []Loaded, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, ln, dir, Options{BlobDir: blobDir, Log: &logs}, func(l []Loaded) { readyc <- l })
+	}()
+
+	select {
+	case loaded := <-readyc:
+		if len(loaded) != len(named) {
+			t.Errorf("ready with %d images, want %d", len(loaded), len(named))
+		}
+	case err := <-done:
+		t.Fatalf("Run returned before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run never became ready")
+	}
+	if logs.String() != "" {
+		t.Errorf("loading was logged without LogLoads:\n%s", logs.String())
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/healthz = %d after loading", resp.StatusCode)
+	}
+
+	if _, err := remote.Image(mustRef(t, addr+"/library/nginx:latest")); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run after cancel: %v", err)
+	}
+	for _, want := range []string{"GET  /v2/ 200", "/v2/library/nginx/manifests/latest 200", "GET  /healthz 200"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Error("the registry still listens after Run returned")
+	}
+}
+
+func TestBadInputs(t *testing.T) {
+	ctx := context.Background()
+	unnamed := filepath.Join(t.TempDir(), "unnamed")
+	p, err := layout.Write(unnamed, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := random.Image(100, 1)
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "demo-images")
+	addr := startRegistry(t, Options{BlobDir: t.TempDir()})
+	taken, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+
+	tests := []struct {
+		name    string
+		run     func() error
+		want    error  // errors.Is, when set
+		wantMsg string // in the message
+	}{
+		{"Load: missing layout", func() error { _, err := Load(ctx, addr, missing); return err }, ErrNoLayout, "make images"},
+		{"Load: layout without ref names", func() error { _, err := Load(ctx, addr, unnamed); return err }, ErrNoImages, "org.opencontainers.image.ref.name"},
+		{"Load: nobody at the address", func() error {
+			ln, _ := net.Listen("tcp", "127.0.0.1:0")
+			a := ln.Addr().String()
+			ln.Close()
+			dir, _ := demoLayout(t)
+			_, err := Load(ctx, a, dir)
+			return err
+		}, nil, "pushing"},
+		{"Listen: address in use", func() error { _, err := Listen(taken.Addr().String()); return err }, ErrAddrInUse, "--addr"},
+		{"Serve: no blob directory", func() error {
+			ln, _ := Listen("127.0.0.1:0")
+			return Serve(ctx, ln, Options{})
+		}, nil, "no blob directory"},
+		{"Run: missing layout", func() error {
+			ln, _ := Listen("127.0.0.1:0")
+			return Run(ctx, ln, missing, Options{BlobDir: t.TempDir()}, nil)
+		}, ErrNoLayout, "make images"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.run()
+			if err == nil {
+				t.Fatal("succeeded, want an error")
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Errorf("error %v is not %v", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("error %q lacks %q", err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestLoopback(t *testing.T) {
+	for in, want := range map[string]string{
+		"0.0.0.0:5001":   "127.0.0.1:5001",
+		"[::]:5001":      "127.0.0.1:5001",
+		"127.0.0.1:5001": "127.0.0.1:5001",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := loopback(a); got != want {
+			t.Errorf("loopback(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package runc
+
+import "errors"
+
+// Errors about the runtime binary itself.
+var (
+	// ErrRuntimeNotFound means the OCI runtime binary (runc, crun) does not
+	// exist or cannot be executed. `make deps` installs runc into bin/.
+	ErrRuntimeNotFound = errors.New("OCI runtime binary not found")
+)
+
+// Errors about the arguments of a call, found before runc runs.
+var (
+	// ErrInvalidID means a container ID that runc would refuse, or that would
+	// escape the state directory (runc allows letters, digits, '_', '+', '-', '.').
+	ErrInvalidID = errors.New("invalid container ID")
+
+	// ErrNoBundle means the bundle directory does not exist.
+	ErrNoBundle = errors.New("bundle directory not found")
+
+	// ErrNoConfig means the bundle has no config.json, the OCI runtime spec
+	// that `podlab spec` writes.
+	ErrNoConfig = errors.New("bundle has no config.json")
+)
+
+// Errors about the container's state.
+var (
+	// ErrContainerNotFound means neither runc nor podlab knows the container ID.
+	ErrContainerNotFound = errors.New("container not found")
+
+	// ErrContainerExists means the container ID is already taken: IDs are
+	// unique per runtime root, as a Pod's container names are unique per node.
+	ErrContainerExists = errors.New("container already exists")
+
+	// ErrNoLog means the container has no log file: it ran in the foreground,
+	// with its output on the terminal.
+	ErrNoLog = errors.New("container has no log file")
+)

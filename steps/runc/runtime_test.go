@@ -1,0 +1,624 @@
+package runc_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/runc"
+)
+
+// TestMain turns the test binary into podlab's shim when the runtime starts
+// it as one (Runtime.Shim is this binary).
+func TestMain(m *testing.M) {
+	if os.Getenv(runc.ShimConfigEnv) != "" {
+		os.Exit(runc.ShimMain())
+	}
+	code := m.Run()
+	if appPath != "" {
+		os.RemoveAll(filepath.Dir(appPath))
+	}
+	os.Exit(code)
+}
+
+const (
+	memoryLimit = 64 << 20
+	pidsLimit   = 32
+	cpuQuota    = 50000
+	cpuPeriod   = 100000
+)
+
+var (
+	appOnce sync.Once
+	appPath string
+	appErr  error
+)
+
+// app builds testdata/app, a static program, once per test run.
+func app(t testing.TB) string {
+	t.Helper()
+	appOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "podlab-runc-app-")
+		if err != nil {
+			appErr = err
+			return
+		}
+		appPath = filepath.Join(dir, "app") // TestMain removes dir
+		cmd := exec.Command("go", "build", "-o", appPath, "./testdata/app")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			appErr = fmt.Errorf("building testdata/app: %v\n%s", err, out)
+		}
+	})
+	if appErr != nil {
+		t.Fatal(appErr)
+	}
+	return appPath
+}
+
+// bundle makes a bundle whose rootfs holds only /app, with a config.json
+// based on `runc spec`: the namespaces of a Pod's container, cgroupsPath
+// /podlab/<id>, memory, pids and cpu limits, no terminal, no ambient caps.
+func bundle(t testing.TB, id string, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(app(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rootfs", "app"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(testenv.Runc(t), "spec", "--bundle", dir).CombinedOutput(); err != nil {
+		t.Fatalf("runc spec: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Process.Terminal = false
+	s.Process.Args = append([]string{"/app"}, args...)
+	s.Process.Env = []string{"PATH=/"}
+	s.Process.Capabilities.Ambient = nil
+	s.Process.Capabilities.Inheritable = nil
+	s.Hostname = id
+	s.Linux.CgroupsPath = "/podlab/" + id
+	s.Linux.Namespaces = []specs.LinuxNamespace{
+		{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+		{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.CgroupNamespace},
+	}
+	mem, pids, quota, period := int64(memoryLimit), int64(pidsLimit), int64(cpuQuota), uint64(cpuPeriod)
+	s.Linux.Resources.Memory = &specs.LinuxMemory{Limit: &mem}
+	s.Linux.Resources.Pids = &specs.LinuxPids{Limit: &pids}
+	s.Linux.Resources.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	raw, err = json.MarshalIndent(&s, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// newRuntime is a Runtime with its own state directory, logging each runc
+// command line, whose shim is this test binary.
+func newRuntime(t *testing.T) *runc.Runtime {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &runc.Runtime{
+		Binary:    testenv.Runc(t),
+		StateDir:  t.TempDir(),
+		Shim:      []string{exe},
+		OnCommand: func(argv []string) { t.Logf("+ %s", strings.Join(argv, " ")) },
+	}
+}
+
+// containerID is unique per test and run, so that tests never share
+// cgroups; the container is force-deleted and its cgroups removed at the end.
+func containerID(t *testing.T, r *runc.Runtime) string {
+	t.Helper()
+	name := strings.NewReplacer("/", "-", " ", "-", ",", "").Replace(strings.ToLower(t.Name()))
+	name = strings.TrimPrefix(name, "testruntime_")
+	if len(name) > 32 {
+		name = name[:32]
+	}
+	// short enough to be the hostname too (at most 64 bytes)
+	id := fmt.Sprintf("podlab-test-%s-%d", name, time.Now().UnixNano()%1e6)
+	t.Cleanup(func() {
+		_ = exec.Command(r.Binary, "--root", r.RootDir(), "delete", "--force", id).Run()
+		if ms, err := runc.HostCgroupMounts(); err == nil {
+			_, _ = runc.RemoveCgroupDirs(ms, "/podlab/"+id)
+		}
+	})
+	return id
+}
+
+// cgroupDirs lists the directories of /podlab/<id> that exist in any hierarchy.
+func cgroupDirs(t *testing.T, id string) []string {
+	t.Helper()
+	ms, err := runc.HostCgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, m := range ms {
+		d := filepath.Join(m.Mountpoint, "podlab", id)
+		if _, err := os.Stat(d); err == nil {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+func checkLimits(t *testing.T, cg *runc.Cgroup) {
+	t.Helper()
+	if cg == nil {
+		t.Fatal("no cgroup read back")
+	}
+	for _, c := range []struct {
+		name string
+		got  runc.Limit
+		want int64
+	}{{"memory", cg.Memory, memoryLimit}, {"pids", cg.Pids, pidsLimit}, {"cpu quota", cg.CPUQuota, cpuQuota}, {"cpu period", cg.CPUPeriod, cpuPeriod}} {
+		if !c.got.Known || c.got.Unlimited || c.got.Value != c.want {
+			t.Errorf("%s limit = %s (from %s), want %d", c.name, c.got, c.got.File, c.want)
+		}
+	}
+	if len(cg.Dirs) == 0 {
+		t.Errorf("no cgroup directories")
+	}
+}
+
+func TestRuntime_Run_Foreground(t *testing.T) {
+	testenv.RequireRoot(t)
+	r := newRuntime(t)
+	id := containerID(t, r)
+	var stdout, stderr bytes.Buffer
+	ex, err := r.Run(context.Background(), id, bundle(t, id, "exit", "3"), runc.IO{Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Code != 3 {
+		t.Errorf("exit code %d, want 3", ex.Code)
+	}
+	// pid 1 of its own pid namespace, on its own hostname (uts namespace)
+	if want := "hello from pid 1 on " + id + "\n"; stdout.String() != want {
+		t.Errorf("stdout = %q, want %q", stdout.String(), want)
+	}
+	if stderr.String() != "a line on stderr\n" {
+		t.Errorf("stderr = %q", stderr.String())
+	}
+	st, err := r.State(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != "stopped" || st.Exit == nil || st.Exit.Code != 3 || st.StateFile != "" {
+		t.Errorf("state = %+v (exit %+v), want stopped with exit code 3 and no runc state", st, st.Exit)
+	}
+	if st.LogPath != "" {
+		t.Errorf("a foreground container has a log path %s", st.LogPath)
+	}
+	if st.Cgroup != nil {
+		t.Errorf("cgroup %+v reported for a container whose cgroups runc removed", st.Cgroup)
+	}
+	if err := r.Logs(context.Background(), id, &bytes.Buffer{}, runc.LogsOptions{}); !errors.Is(err, runc.ErrNoLog) {
+		t.Errorf("Logs of a foreground container: %v, want ErrNoLog", err)
+	}
+	d, err := r.Delete(context.Background(), id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.Dir); !os.IsNotExist(err) {
+		t.Errorf("%s still there after delete", d.Dir)
+	}
+	if dirs := cgroupDirs(t, id); len(dirs) != 0 {
+		t.Errorf("cgroups left after delete: %q", dirs)
+	}
+}
+
+func TestRuntime_CreateStart_Logs(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	r := newRuntime(t)
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		messages string
+		streams  []string // the stream of each CRI line
+		tags     []string
+	}{
+		{"exit 0", []string{"exit", "0"}, 0, "hello from pid 1 on ID\na line on stderr\n", []string{"stdout", "stderr"}, []string{"F", "F"}},
+		{"exit 42", []string{"exit", "42"}, 42, "hello from pid 1 on ID\na line on stderr\n", []string{"stdout", "stderr"}, []string{"F", "F"}},
+		{"partial lines", []string{"partial"}, 0, strings.Repeat("x", 20000) + "\nno newline at the end", []string{"stdout", "stdout", "stdout"}, []string{"P", "F", "P"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := containerID(t, r)
+			c, err := r.Create(ctx, id, bundle(t, id, tt.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := r.State(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Status != "created" || st.Pid != c.Pid || st.ExecFifo == "" {
+				t.Errorf("after create: status %s pid %d fifo %q, want created, pid %d, a fifo", st.Status, st.Pid, st.ExecFifo, c.Pid)
+			}
+			if _, err := os.Stat(c.ExecFifo); err != nil {
+				t.Errorf("exec fifo: %v", err)
+			}
+			checkLimits(t, c.Cgroup)
+			if _, err := r.Start(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			ex, err := r.Wait(wctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ex.Code != tt.code || ex.Pid != c.Pid {
+				t.Errorf("exit = %+v, want code %d pid %d", ex, tt.code, c.Pid)
+			}
+			raw, err := os.ReadFile(c.LogPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+			if len(lines) != len(tt.streams) {
+				t.Fatalf("log has %d lines, want %d:\n%.300s", len(lines), len(tt.streams), raw)
+			}
+			// stdout and stderr are two pipes: the order within a stream is
+			// kept, the order between them is whatever the shim read first.
+			got := map[string][]string{}
+			for _, l := range lines {
+				ll, err := runc.ParseLogLine(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if time.Since(ll.Time) > time.Minute {
+					t.Errorf("line %.80q: time is not recent", l)
+				}
+				got[ll.Stream] = append(got[ll.Stream], map[bool]string{true: "P", false: "F"}[ll.Partial])
+			}
+			want := map[string][]string{}
+			for i, s := range tt.streams {
+				want[s] = append(want[s], tt.tags[i])
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("tags per stream = %v, want %v\n%.300s", got, want, raw)
+			}
+			var out bytes.Buffer
+			if err := r.Logs(ctx, id, &out, runc.LogsOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			wantMsgs := strings.ReplaceAll(tt.messages, "ID", id)
+			if len(want) > 1 { // compare the lines in any order
+				a, b := strings.Split(out.String(), "\n"), strings.Split(wantMsgs, "\n")
+				slices.Sort(a)
+				slices.Sort(b)
+				if !slices.Equal(a, b) {
+					t.Errorf("logs = %q, want the lines of %q", out.String(), wantMsgs)
+				}
+			} else if out.String() != wantMsgs {
+				t.Errorf("logs = %.100q, want %.100q", out.String(), wantMsgs)
+			}
+			st, err = r.State(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Status != "stopped" || st.Exit == nil || st.Exit.Code != tt.code {
+				t.Errorf("state after exit: %s, exit %+v; want stopped, code %d", st.Status, st.Exit, tt.code)
+			}
+			if _, err := r.Delete(ctx, id, false); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestRuntime_Lifecycle(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	r := newRuntime(t)
+	id := containerID(t, r)
+	c, err := r.Create(ctx, id, bundle(t, id, "sleep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+
+	// logs -f follows until the container exits
+	followed := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		err := r.Logs(ctx, id, &out, runc.LogsOptions{Follow: true})
+		if err != nil {
+			out.WriteString("ERROR: " + err.Error())
+		}
+		followed <- out.String()
+	}()
+
+	st, err := r.State(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != "running" || st.Pid != c.Pid || st.Exit != nil {
+		t.Errorf("state = %s pid %d exit %+v; want running pid %d", st.Status, st.Pid, st.Exit, c.Pid)
+	}
+	checkLimits(t, st.Cgroup)
+	if st.Cgroup != nil && st.Cgroup.Path != "/podlab/"+id {
+		t.Errorf("cgroup path %q, want /podlab/%s", st.Cgroup.Path, id)
+	}
+
+	var out bytes.Buffer
+	code, err := r.Exec(ctx, id, []string{"/app", "exit", "5"}, runc.ExecOptions{IO: runc.IO{Stdout: &out, Stderr: &out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 5 || !strings.Contains(out.String(), "on "+id) {
+		t.Errorf("exec: code %d, output %q; want 5 and the container's hostname", code, out.String())
+	}
+
+	procs, err := r.Ps(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(procs) != 1 || procs[0].Pid != c.Pid || procs[0].Command != "/app sleep" {
+		t.Errorf("ps = %+v, want one process, pid %d, /app sleep", procs, c.Pid)
+	}
+
+	if _, err := r.Delete(ctx, id, false); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("deleting a running container without force: %v, want an error hinting --force", err)
+	}
+
+	if err := r.Kill(ctx, id, ""); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ex, err := r.Wait(wctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Code != 7 {
+		t.Errorf("exit code after SIGTERM = %d, want 7 (the app's own)", ex.Code)
+	}
+	select {
+	case got := <-followed:
+		if got != "ready\nterminating\n" {
+			t.Errorf("logs -f = %q, want %q", got, "ready\nterminating\n")
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("logs -f did not stop after the container exited")
+	}
+
+	if len(cgroupDirs(t, id)) == 0 {
+		t.Fatalf("no cgroup directories before delete")
+	}
+	d, err := r.Delete(ctx, id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{r.StateFile(id), filepath.Dir(r.StateFile(id)), r.ContainerDir(id)} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s still there after delete", p)
+		}
+	}
+	if dirs := cgroupDirs(t, id); len(dirs) != 0 {
+		t.Errorf("cgroups left after delete: %q (removed %q, %v)", dirs, d.Cgroups, d.CgroupErr)
+	}
+	if _, err := r.State(ctx, id); !errors.Is(err, runc.ErrContainerNotFound) {
+		t.Errorf("state after delete: %v, want ErrContainerNotFound", err)
+	}
+}
+
+func TestRuntime_Delete_Force(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	r := newRuntime(t)
+	id := containerID(t, r)
+	if _, err := r.Create(ctx, id, bundle(t, id, "sleep")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	shimPid := 0
+	if st, err := r.State(ctx, id); err == nil {
+		shimPid = st.ShimPid
+	}
+	if shimPid == 0 {
+		t.Errorf("no shim pid")
+	}
+	if _, err := r.Delete(ctx, id, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(r.ContainerDir(id)); !os.IsNotExist(err) {
+		t.Errorf("%s still there", r.ContainerDir(id))
+	}
+	if dirs := cgroupDirs(t, id); len(dirs) != 0 {
+		t.Errorf("cgroups left after delete --force: %q", dirs)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", shimPid)); err == nil && shimPid > 0 && bytes.Contains(b, []byte("runc.test")) {
+		t.Errorf("shim %d still running after delete", shimPid)
+	}
+}
+
+func TestRuntime_BadInputs(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t)
+	empty := t.TempDir()
+	missingRuntime := *r
+	missingRuntime.Binary = "/nonexistent/bin/runc"
+	tests := []struct {
+		name string
+		root bool // needs root to set up
+		do   func(t *testing.T) error
+		want error
+		text []string // in the message
+	}{
+		{"state of unknown id", false, func(*testing.T) error { _, err := r.State(ctx, "no-such-container"); return err },
+			runc.ErrContainerNotFound, []string{"no-such-container", "podlab runc create"}},
+		{"kill unknown id", false, func(*testing.T) error { return r.Kill(ctx, "no-such-container", "") }, runc.ErrContainerNotFound, nil},
+		{"delete unknown id", false, func(*testing.T) error { _, err := r.Delete(ctx, "no-such-container", true); return err }, runc.ErrContainerNotFound, nil},
+		{"logs of unknown id", false, func(*testing.T) error {
+			return r.Logs(ctx, "no-such-container", &bytes.Buffer{}, runc.LogsOptions{})
+		}, runc.ErrContainerNotFound, nil},
+		{"exec in unknown id", false, func(*testing.T) error {
+			_, err := r.Exec(ctx, "no-such-container", []string{"/app"}, runc.ExecOptions{})
+			return err
+		}, runc.ErrContainerNotFound, nil},
+		{"invalid id", false, func(*testing.T) error { _, err := r.Create(ctx, "../escape", empty); return err }, runc.ErrInvalidID, []string{"../escape"}},
+		{"missing bundle", false, func(*testing.T) error { _, err := r.Create(ctx, "x1", filepath.Join(empty, "nope")); return err },
+			runc.ErrNoBundle, []string{"nope", "podlab unpack"}},
+		{"no bundle given", false, func(*testing.T) error { _, err := r.Run(ctx, "x1", "", runc.IO{}); return err }, runc.ErrNoBundle, []string{"--bundle"}},
+		{"bundle without config.json", false, func(*testing.T) error { _, err := r.Create(ctx, "x1", empty); return err },
+			runc.ErrNoConfig, []string{"config.json", "podlab spec"}},
+		{"runtime binary missing", false, func(*testing.T) error { _, err := missingRuntime.Create(ctx, "x1", empty); return err },
+			runc.ErrRuntimeNotFound, []string{"/nonexistent/bin/runc", "make deps", "--runtime"}},
+		{"runtime binary missing, foreground", false, func(*testing.T) error { _, err := missingRuntime.Run(ctx, "x1", empty, runc.IO{}); return err },
+			runc.ErrRuntimeNotFound, []string{"/nonexistent/bin/runc"}},
+		{"duplicate id", true, func(t *testing.T) error {
+			id := containerID(t, r)
+			b := bundle(t, id, "sleep")
+			if _, err := r.Create(ctx, id, b); err != nil {
+				t.Fatal(err)
+			}
+			_, err := r.Create(ctx, id, b)
+			if _, err := r.Delete(ctx, id, true); err != nil {
+				t.Error(err)
+			}
+			return err
+		}, runc.ErrContainerExists, []string{"podlab runc delete"}},
+		{"config runc refuses", true, func(t *testing.T) error {
+			id := containerID(t, r)
+			b := bundle(t, id, "exit", "0")
+			if err := os.Remove(filepath.Join(b, "rootfs", "app")); err != nil {
+				t.Fatal(err)
+			}
+			_, err := r.Create(ctx, id, b)
+			if _, serr := os.Stat(r.ContainerDir(id)); !os.IsNotExist(serr) {
+				t.Errorf("a failed create left %s", r.ContainerDir(id))
+			}
+			return err
+		}, nil, []string{"/app"}},
+		{"config runc refuses, foreground", true, func(t *testing.T) error {
+			id := containerID(t, r)
+			b := bundle(t, id, "exit", "0")
+			if err := os.Remove(filepath.Join(b, "rootfs", "app")); err != nil {
+				t.Fatal(err)
+			}
+			_, err := r.Run(ctx, id, b, runc.IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+			if _, serr := os.Stat(r.ContainerDir(id)); !os.IsNotExist(serr) {
+				t.Errorf("a failed run left %s", r.ContainerDir(id))
+			}
+			return err
+		}, nil, []string{"running container", "/app"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root {
+				testenv.RequireRoot(t)
+			}
+			err := tt.do(t)
+			if err == nil {
+				t.Fatal("succeeded, want an error")
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Errorf("error %q is not %q", err, tt.want)
+			}
+			for _, s := range tt.text {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q lacks %q", err, s)
+				}
+			}
+			t.Logf("error: %v", err)
+		})
+	}
+}
+
+func TestFindRuntime(t *testing.T) {
+	if got, err := runc.FindRuntime("/opt/crun"); err != nil || got != "/opt/crun" {
+		t.Errorf("FindRuntime(explicit) = %q, %v; want /opt/crun", got, err)
+	}
+	t.Setenv("PODLAB_RUNTIME", "/from/env/runc")
+	if got, err := runc.FindRuntime(""); err != nil || got != "/from/env/runc" {
+		t.Errorf("FindRuntime with $PODLAB_RUNTIME = %q, %v; want /from/env/runc", got, err)
+	}
+	t.Setenv("PODLAB_RUNTIME", "")
+	t.Setenv("PATH", t.TempDir())
+	// The test binary has no runc beside it and PATH has none.
+	if got, err := runc.FindRuntime(""); !errors.Is(err, runc.ErrRuntimeNotFound) || !strings.Contains(err.Error(), "make deps") {
+		t.Errorf("FindRuntime with no runc anywhere = %q, %v; want ErrRuntimeNotFound hinting make deps", got, err)
+	}
+}
+
+// BenchmarkRuntime_Run runs a trivial container in the foreground through
+// Runtime.Run; compare with BenchmarkRuncRun, bare `runc run` (target: at
+// most 1.3x).
+func BenchmarkRuntime_Run(b *testing.B) {
+	testenv.RequireRoot(b)
+	r := &runc.Runtime{Binary: testenv.Runc(b), StateDir: b.TempDir()}
+	dir := bundle(b, "bench", "exit", "0")
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprintf("podlab-bench-%d-%d", os.Getpid(), i)
+		ex, err := r.Run(ctx, id, dir, runc.IO{Stdout: io.Discard, Stderr: io.Discard})
+		if err != nil || ex.Code != 0 {
+			b.Fatalf("run: %v, %+v", err, ex)
+		}
+		b.StopTimer()
+		if _, err := r.Delete(ctx, id, true); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkRuncRun is bare `runc run` of the same container.
+func BenchmarkRuncRun(b *testing.B) {
+	testenv.RequireRoot(b)
+	bin, root := testenv.Runc(b), b.TempDir()
+	dir := bundle(b, "bench", "exit", "0")
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprintf("podlab-bench-bare-%d-%d", os.Getpid(), i)
+		if out, err := exec.Command(bin, "--root", root, "run", "--bundle", dir, id).CombinedOutput(); err != nil {
+			b.Fatalf("runc run: %v\n%s", err, out)
+		}
+	}
+	b.Cleanup(func() {
+		if ms, err := runc.HostCgroupMounts(); err == nil {
+			_, _ = runc.RemoveCgroupDirs(ms, "/podlab/bench")
+		}
+	})
+}

@@ -1,0 +1,65 @@
+// Command probe runs inside a container in the spec package's runc test and
+// prints, one key=value a line, what the kernel gave it: hostname, ids,
+// capability sets, no_new_privs, cgroup and limits as seen from inside.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+)
+
+func main() {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "error: " + err.Error()
+	}
+	fmt.Printf("hostname=%s\n", host)
+	fmt.Printf("uid=%d\n", os.Getuid())
+	fmt.Printf("gid=%d\n", os.Getgid())
+	groups, _ := os.Getgroups()
+	fmt.Printf("groups=%v\n", groups)
+	cwd, _ := os.Getwd()
+	fmt.Printf("cwd=%s\n", cwd)
+	fmt.Printf("env.HOSTNAME=%s\n", os.Getenv("HOSTNAME"))
+	fmt.Printf("env.PATH=%s\n", os.Getenv("PATH"))
+	fmt.Printf("env.GREETING=%s\n", os.Getenv("GREETING"))
+	fmt.Printf("pid=%d\n", os.Getpid())
+	fmt.Printf("args=%q\n", os.Args)
+
+	if f, err := os.Open("/proc/self/status"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), ":")
+			if !ok {
+				continue
+			}
+			switch k {
+			case "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs":
+				fmt.Printf("%s=%s\n", k, strings.TrimSpace(v))
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if strings.HasPrefix(l, "0::") {
+				fmt.Printf("cgroup2=%s\n", strings.TrimPrefix(l, "0::"))
+			}
+		}
+	}
+	// The limits, read where cgroup v2 or v1 puts them in the container.
+	for key, files := range map[string][]string{
+		"memory": {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"},
+		"pids":   {"/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"},
+		"cpu":    {"/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"},
+	} {
+		for _, p := range files {
+			if b, err := os.ReadFile(p); err == nil {
+				fmt.Printf("limit.%s=%s\n", key, strings.TrimSpace(string(b)))
+				break
+			}
+		}
+	}
+}
