@@ -35,9 +35,10 @@ deps:
 		echo "installing $$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@if ! $(BIN)/runc --version 2>/dev/null | grep -q "runc version $(RUNC_VERSION:v%=%)"; then \
-		echo "building runc $(RUNC_VERSION) into bin/ (fixes CVE-2025-31133, CVE-2025-52565, CVE-2025-52881)"; \
-		GOBIN=$(BIN) $(GO) install github.com/opencontainers/runc@$(RUNC_VERSION); \
+	@if ! $(BIN)/runc --version 2>/dev/null | grep -q "runc version $(RUNC_VERSION:v%=%)" || \
+	    ! $(BIN)/runc --version 2>/dev/null | grep -q libseccomp; then \
+		echo "building runc $(RUNC_VERSION) with seccomp into bin/ (fixes CVE-2025-31133, CVE-2025-52565, CVE-2025-52881)"; \
+		GOBIN=$(BIN) $(GO) install -tags seccomp github.com/opencontainers/runc@$(RUNC_VERSION); \
 	fi
 	@if [ ! -x $(BIN)/crane ]; then \
 		echo "building crane $(CRANE_VERSION) into bin/ (for make bench)"; \
