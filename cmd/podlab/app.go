@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/internal/cliargs"
+	"github.com/podlab/podlab/steps/pull"
 )
 
 // Run builds the podlab application and runs it with args. It never exits the
@@ -101,4 +102,14 @@ func exitCode(err error) int {
 		return coder.ExitCode()
 	}
 	return 1
+}
+
+// contentStore opens the runtime's content store, <state-dir>/content: the
+// one OCI image layout that pull fills and unpack and spec read.
+func contentStore(c *cli.Context) (*pull.Store, error) {
+	dir, err := stateDir(c)
+	if err != nil {
+		return nil, err
+	}
+	return pull.OpenStore(pull.StoreDir(dir))
 }

@@ -25,11 +25,7 @@ The kubelet reads this list to decide whether an image with
 imagePullPolicy: IfNotPresent needs pulling, and its image garbage collector
 removes unused images from it when the disk fills up.`,
 	Action: func(c *cli.Context) error {
-		dir, err := stateDir(c)
-		if err != nil {
-			return err
-		}
-		store, err := pull.OpenStore(pull.StoreDir(dir))
+		store, err := contentStore(c)
 		if err != nil {
 			return err
 		}

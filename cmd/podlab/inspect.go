@@ -42,11 +42,7 @@ Every blob's path is shown: open them, they are plain JSON and tar.gz files.
 		if c.NArg() != 1 {
 			return fmt.Errorf("inspect needs one image reference, e.g. `podlab inspect nginx` (see `podlab images`)")
 		}
-		dir, err := stateDir(c)
-		if err != nil {
-			return err
-		}
-		store, err := pull.OpenStore(pull.StoreDir(dir))
+		store, err := contentStore(c)
 		if err != nil {
 			return err
 		}

@@ -88,7 +88,7 @@ Examples:
 		if err != nil {
 			return err
 		}
-		store, err := pull.OpenStore(pull.StoreDir(dir))
+		store, err := contentStore(c)
 		if err != nil {
 			return err
 		}

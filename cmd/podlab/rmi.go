@@ -27,11 +27,7 @@ a copy, not a link to the store.`,
 		if c.NArg() == 0 {
 			return fmt.Errorf("rmi needs an image reference, e.g. `podlab rmi nginx` (see `podlab images`)")
 		}
-		dir, err := stateDir(c)
-		if err != nil {
-			return err
-		}
-		store, err := pull.OpenStore(pull.StoreDir(dir))
+		store, err := contentStore(c)
 		if err != nil {
 			return err
 		}

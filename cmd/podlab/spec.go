@@ -11,7 +11,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/urfave/cli/v2"
 
-	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/spec"
 )
 
@@ -76,14 +75,11 @@ Example:
 		if ref == "" || bundle == "" {
 			return errors.New("need --image REF and --bundle DIR, e.g. podlab spec --bundle /var/lib/podlab/bundles/web --image nginx")
 		}
-		dir, err := stateDir(c)
+		bundle, err := filepath.Abs(bundle)
 		if err != nil {
 			return err
 		}
-		if bundle, err = filepath.Abs(bundle); err != nil {
-			return err
-		}
-		cfg, err := imageConfig(dir, ref)
+		cfg, err := imageConfig(c, ref)
 		if err != nil {
 			return err
 		}
@@ -122,8 +118,8 @@ Example:
 }
 
 // imageConfig reads the image config of ref from the content store.
-func imageConfig(stateDir, ref string) (*v1.ConfigFile, error) {
-	store, err := pull.OpenStore(pull.StoreDir(stateDir))
+func imageConfig(c *cli.Context, ref string) (*v1.ConfigFile, error) {
+	store, err := contentStore(c)
 	if err != nil {
 		return nil, err
 	}
