@@ -1,6 +1,181 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
-// placeholder until the unpack stage lands
-var unpackCommand = &cli.Command{Name: "unpack"}
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/unpack"
+)
+
+var unpackCommand = &cli.Command{
+	Name:      "unpack",
+	Usage:     "unpack a pulled image's layers into an OCI bundle's rootfs (step 10)",
+	ArgsUsage: "REF [--bundle DIR] [--force]",
+	Description: `Step 10 of creating a Pod: before the container can start, the container
+runtime prepares its root filesystem from the image in its content store.
+
+LAYERS. An image is a stack of layers, listed in its manifest from the
+bottom up. Each layer is a tar archive, usually gzip- or zstd-compressed, of
+what it changes: the files it adds or replaces. Applying every layer in order
+onto an empty directory gives the image's filesystem; a file in an upper
+layer replaces the same path from a lower one.
+
+DIGESTS AND DIFF_IDS. The manifest names each layer by the sha256 of its
+COMPRESSED bytes (its digest: what the registry serves and the content store
+keeps, blobs/sha256/<hex>). The image config names each layer by its
+diff_id, the sha256 of the UNCOMPRESSED tar: compression is not part of the
+image's identity. podlab hashes every layer as it decompresses it and refuses
+the image when a hash is not the config's diff_id, so the files on disk are
+exactly what the image's author built.
+
+WHITEOUTS. A tar cannot say "delete". An upper layer deletes NAME of a lower
+layer with an empty entry named .wh.NAME next to it (a WHITEOUT), and hides
+everything lower layers put in a directory with an entry named .wh..wh..opq
+inside it (an OPAQUE WHITEOUT: the directory is replaced, not merged). The
+markers themselves never appear in the rootfs.
+
+THE BUNDLE. The result is an OCI runtime bundle: a directory (mode 0700)
+holding rootfs/, the container's files. "podlab spec" adds config.json next
+to it, and runc needs nothing else. containerd would apply each layer into a
+snapshot and stack the snapshots with overlayfs; podlab applies them, with
+containerd's own archive code (whiteouts handled, and no path in a layer can
+reach outside rootfs/, not through ../, absolute paths, symlinks or hard
+links), into one plain directory so you can look at every file.
+
+The layers are unpacked into a temporary directory next to the bundle and
+renamed into place only when all of them are applied and verified: an
+interrupted or failed unpack leaves nothing half made. An existing bundle is
+kept unless --force is given, and with --force it is replaced only once the
+new one is complete (its config.json goes too: run "podlab spec" again).
+Without --bundle the bundle goes to <state-dir>/bundles/<name>, the name
+being the repository's last path element (nginx for docker.io/library/nginx).
+
+Examples:
+  podlab pull nginx
+  podlab unpack nginx
+  podlab unpack 127.0.0.1:5001/podlab/hello:1.0 --bundle /var/lib/podlab/bundles/hello --force
+  ls -l /var/lib/podlab/bundles/hello/rootfs`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{
+			Name:        "bundle",
+			Usage:       "the bundle `DIR` to create; the image's files go to DIR/rootfs",
+			DefaultText: "<state-dir>/bundles/<name>",
+		},
+		&cli.BoolFlag{
+			Name:  "force",
+			Usage: "replace an existing bundle (only once the new one is complete)",
+		},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() != 1 {
+			return fmt.Errorf("unpack needs one image reference, e.g. `podlab unpack nginx --bundle DIR`")
+		}
+		ref := c.Args().First()
+		dir, err := stateDir(c)
+		if err != nil {
+			return err
+		}
+		store, err := pull.OpenStore(pull.StoreDir(dir))
+		if err != nil {
+			return err
+		}
+		img, err := store.Image(ref)
+		if err != nil {
+			if errors.Is(err, pull.ErrImageNotFound) && !strings.Contains(err.Error(), "podlab pull") {
+				err = fmt.Errorf("%w (run `podlab pull %s` first)", err, ref)
+			}
+			return err
+		}
+		w := c.App.Writer
+		bundle := c.String("bundle")
+		if bundle == "" {
+			bundle = filepath.Join(dir, "bundles", bundleName(ref))
+			fmt.Fprintf(w, "No --bundle given: unpacking into %s\n", bundle)
+		}
+		if bundle, err = filepath.Abs(bundle); err != nil {
+			return err
+		}
+		// Ctrl-C cancels the unpack, which then removes its temporary directory.
+		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		res, err := unpack.Unpack(ctx, img, bundle, unpack.Options{
+			Force:    c.Bool("force"),
+			Start:    func(tmp string, n int) { printUnpackStart(w, ref, img, bundle, tmp, n) },
+			Progress: func(l unpack.LayerResult) { printUnpackLayer(w, l) },
+		})
+		if err != nil {
+			return err
+		}
+		printUnpackResult(w, ref, res)
+		return nil
+	},
+}
+
+func printUnpackStart(w io.Writer, ref string, img v1.Image, bundle, tmp string, layers int) {
+	fmt.Fprintf(w, "Unpacking %s", ref)
+	if d, err := img.Digest(); err == nil {
+		fmt.Fprintf(w, " (manifest %s)", d)
+	}
+	fmt.Fprintf(w, "\n  %d layers, bottom first, each one's sha256 checked against the config's diff_id,\n", layers)
+	fmt.Fprintf(w, "  into %s/rootfs,\n  renamed to %s once every layer is applied and verified:\n", tmp, bundle)
+}
+
+func printUnpackLayer(w io.Writer, l unpack.LayerResult) {
+	fmt.Fprintf(w, "  layer %-3d %s  %s (%s)  %s -> %s uncompressed\n",
+		l.Index+1, pull.ShortDigest(l.Digest), l.MediaType, l.Compression,
+		pull.HumanSize(l.Compressed), pull.HumanSize(l.Bytes))
+	fmt.Fprintf(w, "            %s  diff_id %s ok  %s\n", countsLine(l.Counts), pull.ShortDigest(l.DiffID), roundDuration(l.Duration))
+}
+
+func countsLine(c unpack.Counts) string {
+	s := fmt.Sprintf("files %d  dirs %d  symlinks %d  hardlinks %d", c.Files, c.Dirs, c.Symlinks, c.Hardlinks)
+	if c.Others > 0 {
+		s += fmt.Sprintf("  devices/fifos %d", c.Others)
+	}
+	return s + fmt.Sprintf("  whiteouts %d  opaque dirs %d", c.Whiteouts, c.OpaqueDirs)
+}
+
+func printUnpackResult(w io.Writer, ref string, res *unpack.Result) {
+	t := res.Total
+	fmt.Fprintf(w, "\nUnpacked %d layers in %s: %d files written, %s uncompressed, every diff_id matched\n",
+		len(res.Layers), roundDuration(res.Duration), t.Files, pull.HumanSize(t.Bytes))
+	if t.Whiteouts+t.OpaqueDirs > 0 {
+		fmt.Fprintf(w, "  whiteouts applied: %d; opaque whiteouts applied: %d (what lower layers had put there is gone)\n", t.Whiteouts, t.OpaqueDirs)
+	}
+	if res.Replaced {
+		fmt.Fprintln(w, "  --force: the old bundle was replaced, and its config.json with it")
+	}
+	fmt.Fprintf(w, "\nBundle (an OCI runtime bundle, mode 0700): %s\n", res.Bundle)
+	fmt.Fprintf(w, "  rootfs/      %s  the container's root filesystem (mode 0755); ls it\n", res.RootFS)
+	fmt.Fprintf(w, "  config.json  not there yet: \"podlab spec\" writes it\n")
+
+	fmt.Fprintln(w, "\nKubernetes: this is the container runtime preparing the container's root filesystem")
+	fmt.Fprintln(w, "from the pulled image, after PullImage and before the container is created. containerd")
+	fmt.Fprintln(w, "would apply each layer once into a snapshot and stack the snapshots with overlayfs")
+	fmt.Fprintln(w, "(shared by every container of the image, written to in a thin upper layer); podlab")
+	fmt.Fprintln(w, "unpacks into a plain directory so that you can look at every file.")
+	fmt.Fprintf(w, "\nNext: podlab spec --bundle %s --image %s\n", res.Bundle, ref)
+}
+
+// roundDuration keeps two or three significant digits: 81ms, 1.24s, 350µs.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= 10*time.Millisecond:
+		return d.Round(time.Millisecond)
+	default:
+		return d.Round(10 * time.Microsecond)
+	}
+}

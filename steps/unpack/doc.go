@@ -1,0 +1,33 @@
+// Package unpack is step 10 of the chain that creates a Pod: the container
+// runtime turns a pulled image into the root filesystem of a container.
+//
+// An image is a stack of layers. Each layer is a tar archive (usually
+// gzip- or zstd-compressed) of the changes it makes to the layers below it:
+// files added or replaced, and files deleted, written as "whiteouts" — an
+// empty entry named ".wh.NAME" deletes NAME, and an entry named
+// ".wh..wh..opq" inside a directory (an "opaque whiteout") hides everything
+// the lower layers put in that directory. Applying the layers in order, from
+// the manifest's first to its last, gives the image's file system.
+//
+// The manifest names each layer by the digest of its compressed bytes (what
+// the registry and the content store address it by); the image config names
+// each one by its "diff_id", the sha256 of the uncompressed tar. Unpack
+// hashes every decompressed layer as it applies it and fails with
+// ErrDiffIDMismatch when that hash is not the config's diff_id: the files on
+// disk are then exactly what the image's author built.
+//
+// The result is an OCI runtime bundle: a directory (mode 0700) holding
+// rootfs/ (mode 0755), into which step 11 writes config.json. containerd
+// would apply the layers into snapshots stacked with overlayfs; podlab
+// applies them, with containerd's own archive code (whiteouts, and no path
+// can leave the rootfs), into one plain directory a learner can look at.
+//
+// Each layer is streamed once, never stored: blob -> decompression and
+// sha256 in one goroutine -> containerd's archive.Apply in another, with the
+// next layer already decompressing while the current one is applied.
+//
+// Unpack never leaves a half-made bundle: it works in a temporary sibling of
+// the bundle directory and renames it into place only when every layer is
+// applied and verified. The package never prints: it returns a Result and
+// reports each layer to an optional callback.
+package unpack

@@ -1,0 +1,27 @@
+package unpack
+
+import "errors"
+
+// Errors before anything is unpacked.
+var (
+	// ErrBundleExists is returned when the bundle directory already exists
+	// and is not empty, and Options.Force is not set. Nothing is changed.
+	ErrBundleExists = errors.New("bundle directory already exists")
+
+	// ErrNotBundle is returned when Options.Force asks to replace a
+	// directory that does not look like a bundle (it is not empty and has
+	// no rootfs/ in it): podlab never deletes a directory it did not make.
+	ErrNotBundle = errors.New("not a bundle directory")
+)
+
+// Errors while applying layers. The temporary bundle is removed and the
+// bundle directory is left as it was.
+var (
+	// ErrDiffIDMismatch is returned when the sha256 of a layer's
+	// uncompressed tar is not the diff_id the image config names for it.
+	ErrDiffIDMismatch = errors.New("layer diff_id mismatch")
+
+	// ErrLayerCount is returned when the manifest and the config do not
+	// name the same number of layers.
+	ErrLayerCount = errors.New("manifest layers and config diff_ids differ in number")
+)

@@ -1,0 +1,332 @@
+package unpack
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/v2/pkg/archive"
+	"github.com/containerd/containerd/v2/pkg/archive/compression"
+	"github.com/containerd/log"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/sirupsen/logrus"
+)
+
+// Options change how Unpack works. The zero value unpacks into a bundle
+// directory that must not exist yet (or be empty).
+type Options struct {
+	// Force replaces an existing bundle. The old bundle is swapped out only
+	// after the new one is complete, so a failed unpack leaves it as it was.
+	Force bool
+
+	// NoSameOwner leaves every file owned by the caller instead of the
+	// uid/gid the layer names (tar's --no-same-owner). A caller that is not
+	// root cannot give files away, so for it this is always on.
+	NoSameOwner bool
+
+	// Start, if set, is called once the bundle directory is known to be
+	// free (or Force is set), before the first layer: with the temporary
+	// directory the layers are applied into and the number of layers.
+	Start func(tmpDir string, layers int)
+
+	// Progress, if set, is called after each layer is applied and verified.
+	Progress func(LayerResult)
+}
+
+// Counts is what a layer (or a whole image) put into the rootfs, counted
+// from the tar headers containerd's archive.Apply read.
+type Counts struct {
+	Files      int // regular files written
+	Dirs       int // directories created or whose metadata was applied
+	Symlinks   int // symbolic links
+	Hardlinks  int // hard links (tar "link" entries)
+	Others     int // device nodes and FIFOs
+	Whiteouts  int // ".wh.NAME" entries: NAME of a lower layer was deleted
+	OpaqueDirs int // ".wh..wh..opq" entries: a lower layer's directory was emptied
+
+	// Bytes is the size of the uncompressed tar stream: what the diff_id
+	// hashes.
+	Bytes int64
+}
+
+func (c *Counts) add(o Counts) {
+	c.Files += o.Files
+	c.Dirs += o.Dirs
+	c.Symlinks += o.Symlinks
+	c.Hardlinks += o.Hardlinks
+	c.Others += o.Others
+	c.Whiteouts += o.Whiteouts
+	c.OpaqueDirs += o.OpaqueDirs
+	c.Bytes += o.Bytes
+}
+
+// count is an archive.Filter: it sees every tar header archive.Apply reads,
+// after the name is cleaned and before the entry is applied, and lets every
+// entry through.
+func (c *Counts) count(hdr *tar.Header) (bool, error) {
+	base := path.Base(filepath.ToSlash(hdr.Name))
+	switch {
+	case base == opaqueWhiteout:
+		c.OpaqueDirs++
+	case strings.HasPrefix(base, whiteoutPrefix):
+		c.Whiteouts++
+	default:
+		switch hdr.Typeflag {
+		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old tars still carry TypeRegA
+			c.Files++
+		case tar.TypeDir:
+			if hdr.Name != "." && hdr.Name != "/" {
+				c.Dirs++
+			}
+		case tar.TypeSymlink:
+			c.Symlinks++
+		case tar.TypeLink:
+			c.Hardlinks++
+		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+			c.Others++
+		}
+	}
+	return true, nil
+}
+
+const (
+	whiteoutPrefix = ".wh."
+	opaqueWhiteout = ".wh..wh..opq"
+)
+
+// LayerResult is what applying one layer did.
+type LayerResult struct {
+	Index     int             // 0 is the manifest's first (lowest) layer
+	Digest    v1.Hash         // sha256 of the compressed blob: its name in the manifest and the content store
+	DiffID    v1.Hash         // sha256 of the uncompressed tar, verified against the config's rootfs.diff_ids
+	MediaType types.MediaType // e.g. application/vnd.oci.image.layer.v1.tar+gzip
+	// Compression is what the bytes turned out to be: "gzip", "zstd" or
+	// "none" (detected from the stream, not trusted from the media type).
+	Compression string
+	Compressed  int64 // size of the compressed blob read
+	Counts
+	Duration time.Duration
+}
+
+// Result is what Unpack made.
+type Result struct {
+	Bundle   string // absolute path of the bundle directory (mode 0700)
+	RootFS   string // Bundle/rootfs (mode 0755): the container's root file system
+	Replaced bool   // an existing bundle was replaced (Options.Force)
+	Layers   []LayerResult
+	Total    Counts // the sum over Layers
+	Duration time.Duration
+}
+
+// Unpack applies img's layers, in order, into bundleDir/rootfs, checking
+// each layer's uncompressed sha256 against the image config's diff_ids.
+//
+// The layers are applied into a temporary sibling directory of bundleDir
+// (bundleDir.unpack-tmp-XXXX), renamed into place only when every layer has
+// been applied and verified; on any error, or when ctx is cancelled, the
+// temporary directory is removed and bundleDir is left as it was. An
+// existing, non-empty bundleDir is refused with ErrBundleExists unless
+// opts.Force is set.
+func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (*Result, error) {
+	start := time.Now()
+	bundle, err := filepath.Abs(bundleDir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle directory %q: %w", bundleDir, err)
+	}
+	exists, err := checkBundle(bundle, opts.Force)
+	if err != nil {
+		return nil, err
+	}
+
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, fmt.Errorf("reading the image's layers: %w", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("reading the image config: %w", err)
+	}
+	diffIDs := cfg.RootFS.DiffIDs
+	if len(diffIDs) != len(layers) {
+		return nil, fmt.Errorf("%w: the manifest lists %d layers, the config's rootfs.diff_ids %d",
+			ErrLayerCount, len(layers), len(diffIDs))
+	}
+
+	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the bundle's parent directory: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(bundle), filepath.Base(bundle)+".unpack-tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a temporary bundle next to %s: %w", bundle, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			removeAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	rootfs := filepath.Join(tmp, "rootfs")
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(rootfs, 0o755); err != nil { // whatever the umask
+		return nil, err
+	}
+
+	var applyOpts []archive.ApplyOpt
+	if opts.NoSameOwner || os.Geteuid() != 0 {
+		applyOpts = append(applyOpts, archive.WithNoSameOwner())
+	}
+	ctx = quietLogs(ctx)
+
+	// Layer i+1 is opened, and starts decompressing, while layer i is
+	// applied.
+	streams := make([]*layerStream, len(layers))
+	defer func() {
+		for _, s := range streams {
+			if s != nil {
+				s.close()
+			}
+		}
+	}()
+	openStream := func(i int) error {
+		if i >= len(layers) || streams[i] != nil {
+			return nil
+		}
+		s, err := openLayer(layers[i])
+		if err != nil {
+			d, _ := layers[i].Digest()
+			return fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), short(d), err)
+		}
+		streams[i] = s
+		return nil
+	}
+
+	if opts.Start != nil {
+		opts.Start(tmp, len(layers))
+	}
+	res := &Result{Bundle: bundle, RootFS: filepath.Join(bundle, "rootfs")}
+	for i, l := range layers {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("unpacking stopped before layer %d of %d: %w", i+1, len(layers), err)
+		}
+		if err := openStream(i); err != nil {
+			return nil, err
+		}
+		if err := openStream(i + 1); err != nil {
+			return nil, err
+		}
+		lr, err := applyLayer(ctx, rootfs, l, streams[i], diffIDs[i], applyOpts)
+		lr.Index = i
+		streams[i].close()
+		if err != nil {
+			return nil, fmt.Errorf("applying layer %d of %d (%s): %w", i+1, len(layers), short(lr.Digest), err)
+		}
+		res.Layers = append(res.Layers, lr)
+		res.Total.add(lr.Counts)
+		if opts.Progress != nil {
+			opts.Progress(lr)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("unpacking stopped after the last layer: %w", err)
+	}
+
+	replaced, err := install(tmp, bundle, exists)
+	if err != nil {
+		return nil, err
+	}
+	done = true
+	res.Replaced = replaced
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// applyLayer applies one layer's stream into rootfs with containerd's
+// archive.Apply and checks its diff_id.
+func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, want v1.Hash, applyOpts []archive.ApplyOpt) (LayerResult, error) {
+	start := time.Now()
+	var lr LayerResult
+	var err error
+	if lr.Digest, err = l.Digest(); err != nil {
+		return lr, fmt.Errorf("reading the layer digest: %w", err)
+	}
+	if lr.MediaType, err = l.MediaType(); err != nil {
+		return lr, fmt.Errorf("reading the layer media type: %w", err)
+	}
+	if want.Algorithm != "sha256" {
+		return lr, fmt.Errorf("diff_id %s: only sha256 diff_ids are supported", want)
+	}
+	lr.Compression = s.compression
+
+	// The stream serves the tar reader's many small reads (headers are 512
+	// bytes) from memory.
+	opts := append([]archive.ApplyOpt{archive.WithFilter(lr.Counts.count)}, applyOpts...)
+	if _, err := archive.Apply(ctx, rootfs, s, opts...); err != nil {
+		return lr, err
+	}
+	if lr.DiffID, lr.Bytes, lr.Compressed, err = s.finish(); err != nil {
+		return lr, err
+	}
+	lr.Duration = time.Since(start)
+	if lr.DiffID != want {
+		return lr, fmt.Errorf("%w: the image config says its uncompressed tar is %s, it hashes to %s",
+			ErrDiffIDMismatch, want, lr.DiffID)
+	}
+	return lr, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.n += int64(n)
+	return n, err
+}
+
+func compressionName(c compression.Compression) string {
+	switch c {
+	case compression.Gzip:
+		return "gzip"
+	case compression.Zstd:
+		return "zstd"
+	case compression.Uncompressed:
+		return "none"
+	}
+	return "unknown"
+}
+
+// quietLogs keeps containerd's archive code from writing to the process's
+// standard logger (the package never prints), unless the caller put its own
+// logger in ctx.
+func quietLogs(ctx context.Context) context.Context {
+	if log.G(ctx).Logger != logrus.StandardLogger() {
+		return ctx
+	}
+	l := logrus.New()
+	l.Out = io.Discard
+	return log.WithLogger(ctx, logrus.NewEntry(l))
+}
+
+func short(h v1.Hash) string {
+	if h.Hex == "" {
+		return "digest unknown"
+	}
+	if len(h.Hex) < 12 {
+		return h.String()
+	}
+	return h.Algorithm + ":" + h.Hex[:12]
+}
