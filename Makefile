@@ -17,7 +17,7 @@ REGISTRY     ?= 127.0.0.1:5001
 RUNC_VERSION := v1.5.3
 CRANE_VERSION:= v0.22.1
 # Debian packages the build, the tests and the benchmarks need.
-APT_PACKAGES := libseccomp-dev pkg-config gcc pigz umoci iproute2 curl ca-certificates
+APT_PACKAGES := libseccomp-dev pkg-config gcc pigz umoci iproute2 curl ca-certificates time
 
 PODLAB := $(BIN)/podlab --state-dir $(STATE_DIR)
 export PODLAB_DEB_CACHE := $(STATE_DIR)/cache/debs
@@ -45,9 +45,10 @@ deps:
 		GOBIN=$(BIN) $(GO) install github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION); \
 	fi
 
-## build: bin/podlab
+## build: bin/podlab, static (no dynamic loader at start); urfave_cli_no_docs
+## drops the CLI library's man-page generator, which every start would pay for
 build:
-	$(GO) build -o $(BIN)/podlab ./cmd/podlab
+	CGO_ENABLED=0 $(GO) build -tags urfave_cli_no_docs -o $(BIN)/podlab ./cmd/podlab
 
 ## images: build the demo images (hello, nginx from Debian's packages) into an OCI layout
 images: build

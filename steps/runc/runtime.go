@@ -40,7 +40,6 @@ import (
 	"syscall"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
@@ -264,7 +263,13 @@ func (r *Runtime) claim(id, bundle string, detached bool) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var s specs.Spec
+	// Only the cgroups path matters here (to clean up after runc); runc
+	// itself validates the whole spec.
+	var s struct {
+		Linux *struct {
+			CgroupsPath string `json:"cgroupsPath"`
+		} `json:"linux"`
+	}
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", filepath.Join(bundle, "config.json"), err)
 	}
