@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-
 	"github.com/podlab/podlab/internal/testenv"
 )
 
@@ -34,22 +32,7 @@ func TestBuildAll_Idempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inLayout := map[string]string{}
-	for _, d := range im.Manifests {
-		inLayout[d.Annotations[RefNameAnnotation]] = d.Digest.String()
-	}
+	inLayout, im := layoutRefs(t, dir)
 	if len(im.Manifests) != 2 || len(inLayout) != 2 {
 		t.Fatalf("index.json has %d entries (%v), want 2", len(im.Manifests), inLayout)
 	}

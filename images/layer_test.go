@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 )
@@ -82,22 +83,7 @@ func TestWriteLayout_ReplacesByName(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, d := range im.Manifests {
-		got[d.Annotations[RefNameAnnotation]] = d.Digest.String()
-	}
+	got, im := layoutRefs(t, dir)
 	secondDigest, _ := second.Digest()
 	helloDigest, _ := hello.Digest()
 	want := map[string]string{"library/nginx:latest": secondDigest.String(), HelloRef: helloDigest.String()}
@@ -118,9 +104,36 @@ func TestWriteLayout_ReplacesByName(t *testing.T) {
 	if len(blobs) != 2*(1+1)+2+4 { // 2 manifests, 2 configs, 2+4 layers
 		t.Errorf("%d blobs in the layout, want 10", len(blobs))
 	}
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, ref := range []string{"library/nginx:latest", HelloRef} {
 		if _, err := p.Image(mustHash(t, got[ref])); err != nil {
 			t.Errorf("reading %s back: %v", ref, err)
 		}
 	}
+}
+
+// layoutRefs reads the OCI layout at dir: each ref name with its manifest
+// digest, and the index itself.
+func layoutRefs(t *testing.T, dir string) (map[string]string, *v1.IndexManifest) {
+	t.Helper()
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := map[string]string{}
+	for _, d := range im.Manifests {
+		refs[d.Annotations[RefNameAnnotation]] = d.Digest.String()
+	}
+	return refs, im
 }

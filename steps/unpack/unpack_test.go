@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/podlab/podlab/internal/testenv"
 	"io"
 	"io/fs"
 	"os"
@@ -764,9 +765,7 @@ func TestUnpack_ForceRefusesNonBundle(t *testing.T) {
 }
 
 func TestUnpack_OwnershipAsRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only root can give files away")
-	}
+	testenv.RequireRoot(t) // only root can give files away
 	s := newSandbox(t)
 	img := imageOf(t, gz(t, entry{name: "owned", body: "x", uid: 1234}))
 	for _, noSameOwner := range []bool{false, true} {
