@@ -123,7 +123,7 @@ func printImageDetails(w io.Writer, d *pull.ImageDetails) {
 		fmt.Fprintf(w, "      %s\n", l.Path)
 	}
 	fmt.Fprintf(w, "\nSize: %s compressed (config + layers)\n", pull.HumanSize(total+d.Config.Size))
-	fmt.Fprintf(w, "Next: podlab unpack %s --bundle %s\n", d.Reference, filepath.Join(filepath.Dir(d.StoreDir), "bundles", bundleName(d.Reference)))
+	fmt.Fprintf(w, "Next: podlab unpack %s --bundle %s\n", d.Reference, defaultBundle(filepath.Dir(d.StoreDir), d.Reference))
 }
 
 func jsonList(s []string) string {

@@ -154,7 +154,13 @@ func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
 
 	fmt.Fprintf(w, "\nKubernetes: the kubelet would record the event (reason Pulled):\n")
 	fmt.Fprintf(w, "  Successfully pulled image %q in %s. Image size: %d bytes.\n", typed, res.Duration.Round(time.Millisecond), size)
-	fmt.Fprintf(w, "\nNext: podlab unpack %s --bundle %s\n", typed, filepath.Join(stateDir, "bundles", bundleName(res.Reference)))
+	fmt.Fprintf(w, "\nNext: podlab unpack %s --bundle %s\n", typed, defaultBundle(stateDir, res.Reference))
+}
+
+// defaultBundle is where podlab suggests, and unpack defaults, a bundle for
+// ref: <state-dir>/bundles/<name>.
+func defaultBundle(stateDir, ref string) string {
+	return filepath.Join(stateDir, "bundles", bundleName(ref))
 }
 
 // bundleName suggests a bundle directory name from a reference:

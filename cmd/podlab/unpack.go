@@ -100,7 +100,7 @@ Examples:
 		w := c.App.Writer
 		bundle := c.String("bundle")
 		if bundle == "" {
-			bundle = filepath.Join(dir, "bundles", bundleName(ref))
+			bundle = defaultBundle(dir, ref)
 			fmt.Fprintf(w, "No --bundle given: unpacking into %s\n", bundle)
 		}
 		if bundle, err = filepath.Abs(bundle); err != nil {
