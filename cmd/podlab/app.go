@@ -27,6 +27,15 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 Each subcommand is one stage, done for real, and prints what it did in
 Kubernetes terms and where its artifacts are, so you can open them:
 
+  init             make the API server's store and users (run it first)
+  run, apply,      send objects through the API server's gate:
+  create, scale,   authentication, authorization (RBAC), admission,
+  delete           validation, then the store (step 1)
+  get, describe    read them back (step 2); get -w watches every change
+  store            the raw store: keys, revisions, watch (etcd's role)
+  auth can-i       ask RBAC what a user may do
+  node add         add a node with declared capacity
+
   registry serve   the image registry the runtime pulls from (step 9)
   pull             the container runtime pulls an image into its content store (step 9)
   unpack           the runtime unpacks the image's layers into a bundle (step 10)
@@ -42,7 +51,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 		Writer:                    stdout,
 		ErrWriter:                 stderr,
 		ExitErrHandler:            func(*cli.Context, error) {}, // main decides how to exit
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{
 				Name:    "state-dir",
 				Usage:   "where podlab keeps everything it makes: content store, bundles, runc state, logs",
@@ -54,8 +63,19 @@ Kubernetes terms and where its artifacts are, so you can open them:
 				Usage:   "print more about what each step does",
 				EnvVars: []string{"PODLAB_DEBUG"},
 			},
-		},
+		}, apiFlags()...),
 		Commands: []*cli.Command{
+			initCommand,
+			runCommand,
+			applyCommand,
+			createCommand,
+			scaleCommand,
+			getCommand,
+			describeCommand,
+			deleteCommand,
+			nodeCommand,
+			authCommand,
+			storeCommand,
 			registryCommand,
 			pullCommand,
 			imagesCommand,

@@ -5,7 +5,10 @@
 //     (time, and peak memory), while podlab verifies every blob;
 //   - re-pull with every blob already stored: no blob transferred;
 //   - unpack against `tar -xzf` of the same layers in order, and `umoci unpack`;
-//   - `podlab runc run` of a trivial container against bare `runc run`.
+//   - `podlab runc run` of a trivial container against bare `runc run`;
+//   - the API server: creates through the gate against raw bbolt writes,
+//     listing 10,000 pods, and watch latency across processes
+//     (apiserver_test.go).
 //
 // The image is built from this machine's own /usr: many small files in
 // several gzip layers. Run it with `make bench`. The targets are checked here,
@@ -50,8 +53,8 @@ const (
 	benchFiles  = 32000     // regular files from /usr in the image
 	benchLayers = 4         // split into this many layers
 	maxFileSize = 512 << 10 // skip files larger than this: the image is about many small files
-	rounds      = 3         // each side runs this many times; the median counts
-	runcRounds  = 15        // rounds of the short runc comparison
+	rounds      = 5         // each side runs this many times; the median of the per-round ratios counts
+	runcRounds  = 31        // rounds of the short runc comparison
 	gnuTime     = "/usr/bin/time"
 )
 
@@ -277,11 +280,41 @@ func typical(ms []measurement) measurement {
 	return out
 }
 
+// pairedRatio is the median of the per-round ratios ours[i]/theirs[i]. The
+// two sides of a round run back to back, so a slow spell of the machine
+// (another VM on the host, the page cache flushing) slows both and cancels
+// out of that round's ratio; the ratio of two medians taken over the whole
+// run does not cancel it, and flips with the noise.
+func pairedRatio(ours, theirs []measurement) float64 {
+	ratios := make([]float64, len(ours))
+	for i := range ours {
+		ratios[i] = float64(ours[i].wall) / float64(theirs[i].wall)
+	}
+	sort.Float64s(ratios)
+	n := len(ratios)
+	if n%2 == 0 {
+		return (ratios[n/2-1] + ratios[n/2]) / 2
+	}
+	return ratios[n/2]
+}
+
+// compareWalls compares the wall times of paired rounds: it prints both
+// medians and the median of the per-round ratios, which is what the target
+// is checked against.
+func compareWalls(b *testing.B, what string, ours, theirs []measurement, metric string, target float64, atMost bool) {
+	b.Helper()
+	compareRatio(b, what, ms(typical(ours).wall), ms(typical(theirs).wall), pairedRatio(ours, theirs), "ms", metric, target, atMost)
+}
+
 // compare prints a ratio, reports it as a metric and fails the benchmark if
 // it is over the target.
 func compare(b *testing.B, what string, ours, theirs float64, unit, metric string, target float64, atMost bool) {
 	b.Helper()
-	ratio := ours / theirs
+	compareRatio(b, what, ours, theirs, ours/theirs, unit, metric, target, atMost)
+}
+
+func compareRatio(b *testing.B, what string, ours, theirs, ratio float64, unit, metric string, target float64, atMost bool) {
+	b.Helper()
 	verdict := "ok"
 	if (atMost && ratio > target) || (!atMost && ratio < target) {
 		verdict = "MISSED"
@@ -313,7 +346,7 @@ func BenchmarkRuntimeChain(b *testing.B) {
 		}
 	}
 	po, pt := typical(ours), typical(theirs)
-	compare(b, "cold pull, time (vs crane pull --format=oci)", ms(po.wall), ms(pt.wall), "ms", "pull-x-crane", 1.2, true)
+	compareWalls(b, "cold pull, time (vs crane pull --format=oci)", ours, theirs, "pull-x-crane", 1.2, true)
 	compare(b, "cold pull, peak memory (vs crane)", float64(po.maxRSS)/1e6, float64(pt.maxRSS)/1e6, "MB", "pull-mem-x-crane", 2.0, true)
 
 	// Re-pull: every blob is stored already.
@@ -362,9 +395,8 @@ func BenchmarkRuntimeChain(b *testing.B) {
 			os.RemoveAll(d)
 		}
 	}
-	uo := typical(ours)
-	compare(b, "unpack, time (vs tar -xzf of the layers in order)", ms(uo.wall), ms(typical(theirs).wall), "ms", "unpack-x-tar", 1.5, true)
-	compare(b, "unpack, speed-up over umoci unpack", ms(typical(umoci).wall), ms(uo.wall), "ms", "umoci-over-podlab", 3.0, false)
+	compareWalls(b, "unpack, time (vs tar -xzf of the layers in order)", ours, theirs, "unpack-x-tar", 1.5, true)
+	compareWalls(b, "unpack, speed-up over umoci unpack", umoci, ours, "umoci-over-podlab", 3.0, false)
 
 	runcBench(b, f)
 }
@@ -436,5 +468,5 @@ func runcBench(b *testing.B, f *fixture) {
 			sides[(i+j)%len(sides)]()
 		}
 	}
-	compare(b, "runc run of a trivial container (vs bare runc run)", ms(typical(ours).wall), ms(typical(theirs).wall), "ms", "run-x-runc", 1.3, true)
+	compareWalls(b, "runc run of a trivial container (vs bare runc run)", ours, theirs, "run-x-runc", 1.3, true)
 }

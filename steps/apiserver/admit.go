@@ -1,0 +1,167 @@
+package apiserver
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/podlab/podlab/steps/apiserver/admission"
+	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/apiserver/rbac"
+	"github.com/podlab/podlab/steps/store"
+)
+
+// admitCreate runs admission and validation for a new object, in
+// kube-apiserver's order: mutating plugins (NamespaceLifecycle, defaults,
+// LimitRanger), validation of the object's fields, then validating plugins
+// (PodSecurity, ResourceQuota, and RBAC's escalation check). It runs inside
+// the write's own transaction, so what it reads (the namespace, limit
+// ranges, quotas and the pods they count) cannot change before the write:
+// two parallel creates against one quota cannot both squeeze in. It returns
+// the quotas whose usage the new object changes, to be written with it.
+func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Object) ([]*corev1.ResourceQuota, error) {
+	var ns *corev1.Namespace
+	if res.Namespaced {
+		var err error
+		if ns, err = getTyped[*corev1.Namespace](tx, mustResource("namespaces"), "", obj.GetNamespace()); err != nil {
+			return nil, err
+		}
+		notes, err := admission.NamespaceLifecycle(ns, obj.GetNamespace(), res.GroupResource(), obj.GetName())
+		if err := c.phase(PhaseMutatingAdmission, "NamespaceLifecycle", notes, err); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
+		return nil, err
+	}
+	pod, isPod := obj.(*corev1.Pod)
+	var limitRanges []corev1.LimitRange
+	if isPod {
+		ranges, err := listTyped[*corev1.LimitRange](tx, mustResource("limitranges"), pod.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		limitRanges = deref(ranges)
+		if err := c.phase(PhaseMutatingAdmission, "LimitRanger", admission.LimitRangerMutate(pod, limitRanges), nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.phase(PhaseValidation, "", nil, admission.Validate(obj)); err != nil {
+		return nil, err
+	}
+	var updated []*corev1.ResourceQuota
+	if isPod {
+		notes, err := admission.LimitRangerValidate(pod, limitRanges)
+		if err := c.phase(PhaseValidatingAdmission, "LimitRanger", notes, err); err != nil {
+			return nil, err
+		}
+		notes, err = c.s.psa.Admit(ns, pod)
+		if err := c.phase(PhaseValidatingAdmission, "PodSecurity", notes, err); err != nil {
+			return nil, err
+		}
+		if updated, err = c.quota(tx, pod); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.escalation(tx, u, obj); err != nil {
+		return nil, err
+	}
+	return updated, nil
+}
+
+// quota runs ResourceQuota admission for a new pod against the namespace's
+// quotas and the pods already stored there.
+func (c *Client) quota(tx *store.Tx, pod *corev1.Pod) ([]*corev1.ResourceQuota, error) {
+	quotas, err := listTyped[*corev1.ResourceQuota](tx, mustResource("resourcequotas"), pod.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if len(quotas) == 0 {
+		return nil, c.phase(PhaseValidatingAdmission, "ResourceQuota", []string{fmt.Sprintf("no ResourceQuota in namespace %q", pod.Namespace)}, nil)
+	}
+	pods, err := listTyped[*corev1.Pod](tx, mustResource("pods"), pod.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	updated, notes, err := admission.ResourceQuota(pod, deref(quotas), deref(pods))
+	if err := c.phase(PhaseValidatingAdmission, "ResourceQuota", notes, err); err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.ResourceQuota, len(updated))
+	for i := range updated {
+		out[i] = &updated[i]
+		// keep the stored revision, for the conditional write
+		for _, q := range quotas {
+			if q.Name == updated[i].Name {
+				out[i].ResourceVersion = q.ResourceVersion
+			}
+		}
+	}
+	return out, nil
+}
+
+// escalation is RBAC's check on Roles and bindings: nobody may grant
+// permissions they do not hold themselves, unless RBAC lets them "escalate"
+// (roles) or "bind" (bindings). kube-apiserver runs it in the storage of
+// those resources; podlab reports it with the validating admission phase.
+func (c *Client) escalation(tx *store.Tx, u authn.User, obj Object) error {
+	if c.bootstrap {
+		return nil
+	}
+	p, err := c.s.policyIn(tx)
+	if err != nil {
+		return err
+	}
+	var what string
+	switch o := obj.(type) {
+	case *rbacv1.Role:
+		err, what = rbac.ConfirmRoleWrite(p, u, o.Namespace, "", o.Rules), "the role's rules"
+	case *rbacv1.ClusterRole:
+		err, what = rbac.ConfirmRoleWrite(p, u, "", "", o.Rules), "the cluster role's rules"
+	case *rbacv1.RoleBinding:
+		err, what = rbac.ConfirmBindingWrite(p, u, o.Namespace, o.RoleRef), fmt.Sprintf("the rules of %s %q", o.RoleRef.Kind, o.RoleRef.Name)
+	case *rbacv1.ClusterRoleBinding:
+		err, what = rbac.ConfirmBindingWrite(p, u, "", o.RoleRef), fmt.Sprintf("the rules of %s %q", o.RoleRef.Kind, o.RoleRef.Name)
+	default:
+		return nil
+	}
+	if err != nil {
+		res, _ := ResourceOf(obj)
+		return c.phase(PhaseValidatingAdmission, "RBAC escalation check", nil, forbidden(res.GroupResource(), obj.GetName(), err))
+	}
+	return c.phase(PhaseValidatingAdmission, "RBAC escalation check", []string{fmt.Sprintf("user %q may grant %s: it holds them, or may escalate/bind", u.Name, what)}, nil)
+}
+
+// defaults sets the defaults Kubernetes sets on an object of this kind.
+func defaults(obj Object) []string {
+	return admission.Default(obj)
+}
+
+// phase reports one admission or validation phase and returns its error.
+func (c *Client) phase(name, plugin string, notes []string, err error) error {
+	p := Phase{Name: name, Plugin: plugin, Details: notes, Err: err}
+	switch {
+	case err != nil:
+		p.Summary = "rejected: " + err.Error()
+	case len(notes) == 0 && name == PhaseValidation:
+		p.Summary = "the object is valid"
+	case len(notes) == 0:
+		p.Summary = "nothing to do"
+	case len(notes) == 1:
+		p.Summary = notes[0]
+		p.Details = nil
+	default:
+		p.Summary = fmt.Sprintf("%s (%d more)", notes[0], len(notes)-1)
+	}
+	c.report(p)
+	return err
+}
+
+func deref[T any](in []*T) []T {
+	out := make([]T, len(in))
+	for i, p := range in {
+		out[i] = *p
+	}
+	return out
+}

@@ -1,0 +1,35 @@
+// Package authn is the API server's first gate: authentication. It answers
+// one question, "who is this?", from a bearer token, the way kube-apiserver's
+// static token file authenticator does (--token-auth-file): a CSV file of
+// token,user,uid,"group1,group2". It never decides what the user may do;
+// that is authorization (package rbac), the next gate.
+package authn
+
+// User is an authenticated identity: a name, a uid and the groups the user
+// belongs to. Kubernetes keeps no User objects: users exist only in the
+// authenticator's answers, and RBAC bindings name them by string.
+type User struct {
+	Name   string
+	UID    string
+	Groups []string
+}
+
+// Well-known groups. Every authenticated request is in
+// system:authenticated; system:masters bypasses authorization entirely in
+// kube-apiserver (podlab binds it to cluster-admin instead, so the decision
+// is visible in RBAC).
+const (
+	GroupMasters       = "system:masters"
+	GroupAuthenticated = "system:authenticated"
+	GroupNodes         = "system:nodes"
+)
+
+// InGroup reports whether u is a member of group.
+func (u User) InGroup(group string) bool {
+	for _, g := range u.Groups {
+		if g == group {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,162 @@
+package apiserver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/apiserver/rbac"
+	"github.com/podlab/podlab/steps/store"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// The phases of a request, in the order kube-apiserver runs them.
+const (
+	PhaseAuthentication      = "authentication"
+	PhaseAuthorization       = "authorization"
+	PhaseMutatingAdmission   = "mutating admission"
+	PhaseValidation          = "validation"
+	PhaseValidatingAdmission = "validating admission"
+	PhaseStorage             = "storage"
+)
+
+// Phase is what one phase of the gate decided for one request.
+type Phase struct {
+	Name    string   // one of the Phase* constants
+	Plugin  string   // the admission plugin, or the authenticator/authorizer
+	Summary string   // one line: what it decided
+	Details []string // what it looked at or changed, for -v
+	Err     error    // set when this phase rejected the request
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithPhases calls fn with each phase of every request the client makes, as
+// it happens: `podlab run -v` prints them.
+func WithPhases(fn func(Phase)) ClientOption {
+	return func(c *Client) { c.phases = fn }
+}
+
+// Client is one user's connection to the API server. It implements
+// Interface.
+type Client struct {
+	s      *Server
+	token  string
+	phases func(Phase)
+	// bootstrap marks the API server's own start-up writes, which create
+	// the RBAC policy itself and so skip its escalation check.
+	bootstrap bool
+}
+
+var _ Interface = (*Client)(nil)
+
+func (c *Client) report(p Phase) {
+	if c.phases != nil {
+		c.phases(p)
+	}
+}
+
+// authenticate is the first gate: who is this? An unknown token is 401
+// Unauthorized, before anything else is looked at.
+func (c *Client) authenticate() (authn.User, error) {
+	u, ok := c.s.tokens.Authenticate(c.token)
+	if !ok {
+		// kube-apiserver says only "Unauthorized"; podlab adds where tokens are
+		err := apierrors.NewUnauthorized("Unauthorized: the bearer token is not in the token file " + c.s.tokens.Path() + "; act as a user with --as NAME, or pass one of its tokens")
+		c.report(Phase{Name: PhaseAuthentication, Plugin: "token file", Summary: "401 Unauthorized: the bearer token is in no line of " + c.s.tokens.Path(), Err: err})
+		return authn.User{}, err
+	}
+	c.report(Phase{Name: PhaseAuthentication, Plugin: "token file",
+		Summary: fmt.Sprintf("bearer token -> user %q (groups %s)", u.Name, strings.Join(u.Groups, ", ")),
+		Details: []string{"the static token file " + c.s.tokens.Path() + " (kube-apiserver --token-auth-file)"}})
+	return u, nil
+}
+
+// authorize is the second gate: may this user do this? It reads the RBAC
+// objects from the store in the request's own transaction.
+func (c *Client) authorize(tx *store.Tx, a rbac.Attributes) error {
+	p, err := c.s.policyIn(tx)
+	if err != nil {
+		return err
+	}
+	d := rbac.Authorize(p, a)
+	if !d.Allowed {
+		gr := schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}
+		if a.Subresource != "" {
+			gr.Resource += "/" + a.Subresource
+		}
+		// NewForbidden's text is kube-apiserver's: pods "web" is forbidden:
+		// User "viewer" cannot create resource "pods" in API group "" in the namespace "default"
+		err := apierrors.NewForbidden(gr, a.Name, errors.New(rbac.ForbiddenMessage(a)))
+		c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: "403 Forbidden: " + rbac.ForbiddenMessage(a), Details: []string{d.Reason}, Err: err})
+		return err
+	}
+	c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: strings.TrimPrefix(d.Reason, "RBAC: ")})
+	return nil
+}
+
+// policyFingerprint identifies the stored RBAC objects: how many there are
+// and the latest revision that wrote one of them. Any create, update or
+// delete of one changes it.
+type policyFingerprint struct {
+	count  int
+	maxRev int64
+}
+
+var rbacResources = []string{"roles", "rolebindings", "clusterroles", "clusterrolebindings"}
+
+// policyIn returns the RBAC policy as stored, decoding it again only when
+// an RBAC object changed since the last time.
+func (s *Server) policyIn(tx *store.Tx) (*rbac.Policy, error) {
+	var fp policyFingerprint
+	for _, name := range rbacResources {
+		r, _ := LookupResource(name)
+		if err := tx.ForEach(r.Prefix(""), func(kv store.KV) error {
+			fp.count++
+			fp.maxRev = max(fp.maxRev, kv.ModRevision)
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("reading the RBAC policy: %w", err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.policy != nil && s.policyKey == fp {
+		return s.policy, nil
+	}
+	p := &rbac.Policy{}
+	for _, name := range rbacResources {
+		r, _ := LookupResource(name)
+		if err := tx.ForEach(r.Prefix(""), func(kv store.KV) error {
+			obj, err := decode(r, kv.Value, kv.ModRevision)
+			if err != nil {
+				return err
+			}
+			addToPolicy(p, obj)
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("reading the RBAC policy: %w", err)
+		}
+	}
+	s.policy, s.policyKey = p, fp
+	return p, nil
+}
+
+func addToPolicy(p *rbac.Policy, obj Object) {
+	switch o := obj.(type) {
+	case *rbacv1.Role:
+		p.Roles = append(p.Roles, *o)
+	case *rbacv1.ClusterRole:
+		p.ClusterRoles = append(p.ClusterRoles, *o)
+	case *rbacv1.RoleBinding:
+		p.RoleBindings = append(p.RoleBindings, *o)
+	case *rbacv1.ClusterRoleBinding:
+		p.ClusterRoleBindings = append(p.ClusterRoleBindings, *o)
+	}
+}

@@ -1,0 +1,119 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/podlab/podlab/steps/apiserver/admission"
+	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/apiserver/rbac"
+	"github.com/podlab/podlab/steps/store"
+)
+
+// Server is podlab's kube-apiserver: the gate in front of the store. It is
+// not a network server: clients call it in-process, each podlab process
+// opening the same store file, which the store locks for the length of
+// each transaction.
+type Server struct {
+	store  *store.Store
+	tokens *authn.Tokens
+	psa    *admission.PodSecurityAdmission
+	now    func() time.Time
+
+	// The RBAC policy, decoded from the store, and the fingerprint of the
+	// RBAC keys it was decoded from: it is decoded again only when a Role,
+	// ClusterRole or binding changed (kube-apiserver keeps it in an
+	// informer cache, fed by a watch, for the same reason).
+	mu        sync.Mutex
+	policy    *rbac.Policy
+	policyKey policyFingerprint
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithClock sets the clock used for creationTimestamp, deletionTimestamp
+// and conditions (tests use a fixed one).
+func WithClock(now func() time.Time) Option {
+	return func(s *Server) { s.now = now }
+}
+
+// New makes an API server over st, authenticating with tokens.
+func New(st *store.Store, tokens *authn.Tokens, opts ...Option) (*Server, error) {
+	psa, err := admission.NewPodSecurity()
+	if err != nil {
+		return nil, fmt.Errorf("setting up PodSecurity admission: %w", err)
+	}
+	s := &Server{store: st, tokens: tokens, psa: psa, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// Open opens the API server of a state directory: its store
+// (<state>/etcd/store.db) and its token file (<state>/auth/tokens.csv),
+// both made by Init.
+func Open(stateDir string, opts ...Option) (*Server, error) {
+	return OpenWith(stateDir, nil, opts...)
+}
+
+// OpenWith is Open with options for the store, such as a notice printed
+// while another process holds the store's lock.
+func OpenWith(stateDir string, storeOpts []store.Option, opts ...Option) (*Server, error) {
+	tokens, err := authn.Load(authn.Path(stateDir))
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(store.Path(stateDir), storeOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("opening the store: %w", err)
+	}
+	s, err := New(st, tokens, opts...)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the store.
+func (s *Server) Close() error { return s.store.Close() }
+
+// Tokens is the token file the server authenticates with.
+func (s *Server) Tokens() *authn.Tokens { return s.tokens }
+
+// Client returns a client that sends token with every request, as kubectl
+// sends the bearer token of its kubeconfig. The token is checked on every
+// request, not here: an unknown token fails each call with 401.
+func (s *Server) Client(token string, opts ...ClientOption) *Client {
+	c := &Client{s: s, token: token}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// ClientAs returns a client for the user called name, with that user's
+// token from the token file: what `--as NAME` does in podlab. (kubectl's
+// --as is impersonation, which needs the "impersonate" verb; podlab keeps
+// every user's token, so it simply uses it.)
+func (s *Server) ClientAs(name string, opts ...ClientOption) (*Client, error) {
+	tok, err := s.tokens.TokenFor(name)
+	if err != nil {
+		return nil, err
+	}
+	return s.Client(tok, opts...), nil
+}
+
+// ctxErr returns ctx's error, if it is done.
+func ctxErr(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
+		return nil
+	}
+}
