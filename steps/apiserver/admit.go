@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
@@ -63,6 +64,18 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		if updated, err = c.quota(tx, pod); err != nil {
 			return nil, err
 		}
+	}
+	switch o := obj.(type) {
+	case *corev1.Namespace:
+		notes, err := c.s.psa.AdmitNamespace(o)
+		if err := c.phase(PhaseValidatingAdmission, "PodSecurity", notes, err); err != nil {
+			return nil, err
+		}
+	case *appsv1.Deployment:
+		// templates only warn, as kube-apiserver's PodSecurity does
+		c.phase(PhaseValidatingAdmission, "PodSecurity", c.s.psa.AdmitTemplate(ns, &o.Spec.Template), nil)
+	case *appsv1.ReplicaSet:
+		c.phase(PhaseValidatingAdmission, "PodSecurity", c.s.psa.AdmitTemplate(ns, &o.Spec.Template), nil)
 	}
 	if err := c.escalation(tx, u, obj); err != nil {
 		return nil, err

@@ -451,17 +451,13 @@ func (s *Server) recountQuotas(tx *store.Tx, namespace string) error {
 	return nil
 }
 
-// protectedNamespaces may never be deleted (NamespaceLifecycle).
-var protectedNamespaces = []string{"default", "kube-system", "kube-public"}
-
 // deleteNamespace marks a namespace Terminating and deletes what is in it:
 // pods gracefully, everything else at once. The namespace itself goes when
 // its last pod does.
 func (s *Server) deleteNamespace(tx *store.Tx, c *Client, ns *corev1.Namespace) (Object, error) {
-	for _, p := range protectedNamespaces {
-		if ns.Name == p {
-			err := forbidden(mustResource("namespaces").GroupResource(), ns.Name, fmt.Errorf("this namespace may not be deleted"))
-			return nil, c.phase(PhaseValidatingAdmission, "NamespaceLifecycle", nil, err)
+	if notes, err := admission.NamespaceDelete(ns.Name); err != nil || c != nil {
+		if err := c.phase(PhaseValidatingAdmission, "NamespaceLifecycle", notes, err); err != nil {
+			return nil, err
 		}
 	}
 	if ns.Status.Phase != corev1.NamespaceTerminating {
