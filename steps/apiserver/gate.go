@@ -80,10 +80,10 @@ func (c *Client) authenticate() (authn.User, error) {
 
 // authorize is the second gate: may this user do this? It reads the RBAC
 // objects from the store in the request's own transaction.
-func (c *Client) authorize(tx *store.Tx, a rbac.Attributes) error {
+func (c *Client) authorize(tx *store.Tx, a rbac.Attributes) (*rbac.Policy, error) {
 	p, err := c.s.policyIn(tx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d := rbac.Authorize(p, a)
 	if !d.Allowed {
@@ -95,10 +95,10 @@ func (c *Client) authorize(tx *store.Tx, a rbac.Attributes) error {
 		// User "viewer" cannot create resource "pods" in API group "" in the namespace "default"
 		err := apierrors.NewForbidden(gr, a.Name, errors.New(rbac.ForbiddenMessage(a)))
 		c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: "403 Forbidden: " + rbac.ForbiddenMessage(a), Details: []string{d.Reason}, Err: err})
-		return err
+		return nil, err
 	}
 	c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: strings.TrimPrefix(d.Reason, "RBAC: ")})
-	return nil
+	return p, nil
 }
 
 // policyFingerprint identifies the stored RBAC objects: how many there are
@@ -117,13 +117,12 @@ func (s *Server) policyIn(tx *store.Tx) (*rbac.Policy, error) {
 	var fp policyFingerprint
 	for _, name := range rbacResources {
 		r, _ := LookupResource(name)
-		if err := tx.ForEach(r.Prefix(""), func(kv store.KV) error {
-			fp.count++
-			fp.maxRev = max(fp.maxRev, kv.ModRevision)
-			return nil
-		}); err != nil {
+		n, rev, err := tx.Stat(r.Prefix(""))
+		if err != nil {
 			return nil, fmt.Errorf("reading the RBAC policy: %w", err)
 		}
+		fp.count += n
+		fp.maxRev = max(fp.maxRev, rev)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

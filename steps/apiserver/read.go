@@ -2,8 +2,11 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +29,7 @@ func (c *Client) Get(ctx context.Context, resource, namespace, name string) (Obj
 	}
 	var out Object
 	err = c.s.store.View(ctx, func(tx *store.Tx) error {
-		if err := c.authorize(tx, rbac.Attributes{User: u, Verb: "get", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, Name: name}); err != nil {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "get", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, Name: name}); err != nil {
 			return err
 		}
 		obj, err := getTyped[Object](tx, res, namespace, name)
@@ -117,7 +120,7 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 	var raw []store.KV
 	var rev int64
 	err = c.s.store.View(ctx, func(tx *store.Tx) error {
-		if err := c.authorize(tx, rbac.Attributes{User: u, Verb: "list", APIGroup: res.Group, Resource: res.Name, Namespace: namespace}); err != nil {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "list", APIGroup: res.Group, Resource: res.Name, Namespace: namespace}); err != nil {
 			return err
 		}
 		rev = tx.Revision()
@@ -137,21 +140,43 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 	return &List{Items: items, ResourceVersion: strconv.FormatInt(rev, 10)}, nil
 }
 
-// decodeAll decodes stored objects and keeps those sel matches.
+// decodeAll decodes stored objects and keeps those sel matches, in key
+// order. Decoding JSON is most of a large list's cost, so a large list is
+// decoded by one goroutine per CPU, each taking every n-th object.
 func decodeAll(ctx context.Context, res Resource, raw []store.KV, sel selector) ([]Object, error) {
-	items := make([]Object, 0, len(raw))
-	for i, kv := range raw {
-		if i%256 == 0 {
-			if err := ctxErr(ctx); err != nil {
-				return nil, err
+	decoded := make([]Object, len(raw))
+	workers := min(runtime.GOMAXPROCS(0), len(raw)/256+1)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(raw); i += workers {
+				if i%(256*workers) == w {
+					if errs[w] = ctxErr(ctx); errs[w] != nil {
+						return
+					}
+				}
+				obj, err := decode(res, raw[i].Value, raw[i].ModRevision)
+				if err != nil {
+					errs[w] = fmt.Errorf("%s: %w", raw[i].Key, err)
+					return
+				}
+				if sel.matches(obj) {
+					decoded[i] = obj
+				}
 			}
-		}
-		obj, err := decode(res, kv.Value, kv.ModRevision)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", kv.Key, err)
-		}
-		if sel.matches(obj) {
-			items = append(items, obj)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	items := make([]Object, 0, len(raw))
+	for _, o := range decoded {
+		if o != nil {
+			items = append(items, o)
 		}
 	}
 	return items, nil
@@ -176,7 +201,7 @@ func (c *Client) Watch(ctx context.Context, resource, namespace string, opts Lis
 		return nil, err
 	}
 	err = c.s.store.View(ctx, func(tx *store.Tx) error {
-		if err := c.authorize(tx, rbac.Attributes{User: u, Verb: "watch", APIGroup: res.Group, Resource: res.Name, Namespace: namespace}); err != nil {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "watch", APIGroup: res.Group, Resource: res.Name, Namespace: namespace}); err != nil {
 			return err
 		}
 		if from == 0 {

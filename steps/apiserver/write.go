@@ -60,7 +60,7 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 	}
 	var kv store.KV
 	_, err = c.s.store.Update(ctx, func(tx *store.Tx) error {
-		if err := c.authorize(tx, rbac.Attributes{User: u, Verb: "create", APIGroup: res.Group, Resource: res.Name, Namespace: obj.GetNamespace(), Name: obj.GetName()}); err != nil {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "create", APIGroup: res.Group, Resource: res.Name, Namespace: obj.GetNamespace(), Name: obj.GetName()}); err != nil {
 			return err
 		}
 		var err error
@@ -170,7 +170,7 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 	}
 	var out Object
 	_, err = c.s.store.Update(ctx, func(tx *store.Tx) error {
-		if err := c.authorize(tx, rbac.Attributes{User: u, Verb: "update", APIGroup: res.Group, Resource: res.Name, Subresource: sub, Namespace: ns, Name: in.GetName()}); err != nil {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "update", APIGroup: res.Group, Resource: res.Name, Subresource: sub, Namespace: ns, Name: in.GetName()}); err != nil {
 			return err
 		}
 		old, err := getTyped[Object](tx, res, ns, in.GetName())
@@ -290,7 +290,7 @@ func (c *Client) Bind(ctx context.Context, b *corev1.Binding) error {
 		return err
 	}
 	_, err = c.s.store.Update(ctx, func(tx *store.Tx) error {
-		if err := c.authorize(tx, rbac.Attributes{User: u, Verb: "create", Resource: "pods", Subresource: "binding", Namespace: ns, Name: b.Name}); err != nil {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "create", Resource: "pods", Subresource: "binding", Namespace: ns, Name: b.Name}); err != nil {
 			return err
 		}
 		pod, err := getTyped[*corev1.Pod](tx, pods, ns, b.Name)
@@ -349,7 +349,7 @@ func (c *Client) Delete(ctx context.Context, resource, namespace, name string, o
 	}
 	var out Object
 	_, err = c.s.store.Update(ctx, func(tx *store.Tx) error {
-		if err := c.authorize(tx, rbac.Attributes{User: u, Verb: "delete", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, Name: name}); err != nil {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "delete", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, Name: name}); err != nil {
 			return err
 		}
 		obj, err := getTyped[Object](tx, res, namespace, name)

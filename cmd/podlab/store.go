@@ -1,0 +1,349 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/steps/store"
+)
+
+var storeCommand = &cli.Command{
+	Name:      "store",
+	Usage:     "read the API server's store (etcd's role) as etcdctl does: get, list, watch, compact",
+	ArgsUsage: "get KEY | list PREFIX | watch PREFIX | compact REV",
+	Description: `Everything a cluster knows lives in etcd, and only the API server talks to
+it: kubectl, the controllers, the scheduler and the kubelets all go through
+the API server. podlab's store plays etcd's role in one bbolt file,
+<state-dir>/etcd/store.db (bbolt is etcd's own storage engine). These
+subcommands read it directly, as an administrator runs etcdctl, to show
+what the API server wrote.
+
+Keys. Every object is one key: /registry/<resource>/<namespace>/<name>,
+such as /registry/pods/default/web (cluster-scoped objects, like
+namespaces, have no namespace part: /registry/namespaces/default). The value
+is the object's serialized bytes (JSON here; real clusters store protobuf).
+
+Revisions. The store counts every write transaction: its revision. Each key
+keeps create_revision (the write that created it), mod_revision (its last
+write) and version (writes since creation). The resourceVersion kubectl
+shows is the key's mod_revision. An update must send back the
+resourceVersion it read: if the key moved since, it is a 409 Conflict, and
+the client reads again and retries.
+
+Watch. Each write also appends an event (ADDED, MODIFIED, DELETED) to a
+log, keyed by revision. Controllers LIST, note the list's revision, then
+WATCH from it, and so miss nothing. Watch sees writes from every process.
+
+Compaction. The log keeps the last 10000 events; older ones are compacted
+away (etcd is compacted by the API server every 5 minutes). A watch from a
+compacted revision fails, Kubernetes answers 410 Gone, and the client lists
+again. Compaction removes history, never the keys themselves.
+
+  get KEY            one key: its revisions, version and raw value
+  list PREFIX        every key under PREFIX (default /), in key order
+  watch PREFIX       events as they happen (--rev N replays those after N)
+  compact REV        remove the log's events up to revision REV
+
+Examples:
+  podlab store list /registry/ --keys-only
+  podlab store get /registry/pods/default/web -o json
+  podlab store watch /registry/pods/ --rev 0
+  podlab store compact 10`,
+	Subcommands: []*cli.Command{storeGetCommand, storeListCommand, storeWatchCommand, storeCompactCommand},
+}
+
+var storeGetCommand = &cli.Command{
+	Name:      "get",
+	Usage:     "print one key: create_revision, mod_revision, version and its raw value",
+	ArgsUsage: "KEY [-o json]",
+	Description: `Reads one key, such as /registry/pods/default/web. mod_revision is the
+object's resourceVersion; the value is printed exactly as stored.`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: `"json" prints {key, create_revision, mod_revision, version, value}`},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() != 1 {
+			return errors.New("podlab store get needs one key: podlab store get /registry/pods/default/web")
+		}
+		if o := c.String("output"); o != "" && o != "json" {
+			return fmt.Errorf("-o %s: podlab store get prints text, or json with -o json", o)
+		}
+		st, err := openStore(c)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		key := c.Args().First()
+		var kv store.KV
+		var found bool
+		var rev int64
+		err = st.View(c.Context, func(tx *store.Tx) error {
+			rev = tx.Revision()
+			kv, found, err = tx.Get(key)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("no key %s in %s (at revision %d): see the keys with `podlab store list / --keys-only`: %w",
+				key, st.Path(), rev, store.ErrNotFound)
+		}
+		if c.String("output") == "json" {
+			return printKVJSON(c.App.Writer, kv)
+		}
+		printKV(c.App.Writer, st.Path(), rev, kv)
+		return nil
+	},
+}
+
+var storeListCommand = &cli.Command{
+	Name:      "list",
+	Usage:     "print every key under a prefix, with its revisions (and value)",
+	ArgsUsage: "[PREFIX] [--keys-only]",
+	Description: `Reads every key that starts with PREFIX (default /), in key order, in one
+read transaction: a consistent snapshot at one revision, as a Kubernetes
+LIST is. /registry/pods/ is every pod; /registry/pods/default/ the pods of
+one namespace.`,
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "keys-only", Usage: "print keys and revisions, not values"},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() > 1 {
+			return errors.New("podlab store list takes one prefix: podlab store list /registry/pods/")
+		}
+		prefix := "/"
+		if c.NArg() == 1 {
+			prefix = c.Args().First()
+		}
+		st, err := openStore(c)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return st.View(c.Context, func(tx *store.Tx) error {
+			return printList(c.App.Writer, st.Path(), prefix, c.Bool("keys-only"), tx)
+		})
+	},
+}
+
+var storeWatchCommand = &cli.Command{
+	Name:      "watch",
+	Usage:     "print events under a prefix as they happen, until Ctrl-C",
+	ArgsUsage: "[PREFIX] [--rev N]",
+	Description: `Watches every key that starts with PREFIX (default /) and prints each event:
+its type (ADDED, MODIFIED, DELETED), revision and key. Without --rev it
+starts at the current revision and prints only new events; --rev N first
+replays the events after revision N that the log still holds, as a
+Kubernetes watch from resourceVersion N does. Writes by other podlab
+processes show up too (the watcher learns of them through inotify).`,
+	Flags: []cli.Flag{
+		&cli.Int64Flag{Name: "rev", Usage: "replay the events after revision `N` (0: the whole log)", DefaultText: "the current revision: only new events"},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() > 1 {
+			return errors.New("podlab store watch takes one prefix: podlab store watch /registry/pods/")
+		}
+		prefix := "/"
+		if c.NArg() == 1 {
+			prefix = c.Args().First()
+		}
+		st, err := openStore(c)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		rev := c.Int64("rev")
+		if !c.IsSet("rev") {
+			if rev, err = st.Revision(ctx); err != nil {
+				return err
+			}
+		}
+		w, err := st.Watch(ctx, prefix, rev)
+		if err != nil {
+			return watchError(err)
+		}
+		out := c.App.Writer
+		fmt.Fprintf(out, "watching %s in %s, events after revision %d (Ctrl-C to stop)\n", prefix, st.Path(), rev)
+		for ev := range w.Events() {
+			printEvent(out, ev)
+		}
+		if err := w.Err(); err != nil {
+			return watchError(err)
+		}
+		fmt.Fprintln(out, "stopped")
+		return nil
+	},
+}
+
+var storeCompactCommand = &cli.Command{
+	Name:      "compact",
+	Usage:     "remove the log's events up to a revision",
+	ArgsUsage: "REV",
+	Description: `Removes the events of revisions up to and including REV from the log. The keys
+are untouched: only history goes. Watches from before REV then fail with
+"required revision has been compacted" (410 Gone in Kubernetes), and their
+clients list again. The store also compacts by itself, keeping the last
+10000 events.`,
+	Action: func(c *cli.Context) error {
+		if c.NArg() != 1 {
+			return errors.New("podlab store compact needs a revision: podlab store compact 10")
+		}
+		rev, err := strconv.ParseInt(c.Args().First(), 10, 64)
+		if err != nil {
+			return fmt.Errorf("podlab store compact %s: the revision is a number, such as a resourceVersion", c.Args().First())
+		}
+		st, err := openStore(c)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		var r compaction
+		if _, err := st.Update(c.Context, func(tx *store.Tx) error {
+			r.before = tx.CompactedRevision()
+			r.removed, err = tx.Compact(rev)
+			r.after, r.events, r.current = tx.CompactedRevision(), tx.Events(), tx.Revision()
+			return err
+		}); err != nil {
+			return err
+		}
+		printCompaction(c.App.Writer, st.Path(), r)
+		return nil
+	},
+}
+
+// openStore opens the store of the state directory, which `podlab init`
+// creates; it never creates one.
+func openStore(c *cli.Context) (*store.Store, error) {
+	dir, err := stateDir(c)
+	if err != nil {
+		return nil, err
+	}
+	path := store.Path(dir)
+	errw := c.App.ErrWriter
+	st, err := store.Open(path, store.MustExist(), store.WithWaitNotice(func(time.Duration) {
+		fmt.Fprintln(errw, "waiting for the store: another podlab process holds it")
+	}))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no store at %s: run `podlab init` first", path)
+	}
+	return st, err
+}
+
+func printKV(w io.Writer, path string, rev int64, kv store.KV) {
+	fmt.Fprintf(w, "store            %s (at revision %d)\n", path, rev)
+	fmt.Fprintf(w, "key              %s\n", kv.Key)
+	fmt.Fprintf(w, "create_revision  %d  (the write that created it)\n", kv.CreateRevision)
+	fmt.Fprintf(w, "mod_revision     %d  (its last write: the object's resourceVersion)\n", kv.ModRevision)
+	fmt.Fprintf(w, "version          %d  (writes since it was created)\n", kv.Version)
+	fmt.Fprintf(w, "value            %d bytes:\n", len(kv.Value))
+	printValue(w, kv.Value)
+}
+
+func printValue(w io.Writer, v []byte) {
+	w.Write(v)
+	if len(v) > 0 && v[len(v)-1] != '\n' {
+		fmt.Fprintln(w)
+	}
+}
+
+// printKVJSON embeds the value as JSON when it is JSON, else as a string.
+func printKVJSON(w io.Writer, kv store.KV) error {
+	value := json.RawMessage(kv.Value)
+	if !json.Valid(kv.Value) {
+		s, _ := json.Marshal(string(kv.Value))
+		value = s
+	}
+	out := struct {
+		Key            string          `json:"key"`
+		CreateRevision int64           `json:"create_revision"`
+		ModRevision    int64           `json:"mod_revision"`
+		Version        int64           `json:"version"`
+		Value          json.RawMessage `json:"value"`
+	}{kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, value}
+	return json.NewEncoder(w).Encode(out) // compact: the value's bytes as stored
+}
+
+func printList(w io.Writer, path, prefix string, keysOnly bool, tx *store.Tx) error {
+	fmt.Fprintf(w, "store %s: revision %d, compacted up to revision %d (the log holds %s)\n\n",
+		path, tx.Revision(), tx.CompactedRevision(), counted(tx.Events(), "event"))
+	n := 0
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if keysOnly {
+		fmt.Fprintln(tw, "KEY\tCREATE_REVISION\tMOD_REVISION\tVERSION\tBYTES")
+	}
+	err := tx.ForEach(prefix, func(kv store.KV) error {
+		n++
+		if keysOnly {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, len(kv.Value))
+			return nil
+		}
+		fmt.Fprintf(w, "%s  create_revision=%d mod_revision=%d version=%d\n", kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version)
+		printValue(w, kv.Value)
+		fmt.Fprintln(w)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	tw.Flush()
+	if keysOnly && n > 0 {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%s under %s\n", counted(int64(n), "key"), prefix)
+	return nil
+}
+
+func printEvent(w io.Writer, ev store.Event) {
+	fmt.Fprintf(w, "%-8s  revision %-6d  %s  (version %d, %d bytes)\n",
+		ev.Type, ev.Revision, ev.KV.Key, ev.KV.Version, len(ev.KV.Value))
+}
+
+func watchError(err error) error {
+	if errors.Is(err, store.ErrCompacted) {
+		return fmt.Errorf("%w (Kubernetes answers 410 Gone): watch from a newer --rev, or without --rev", err)
+	}
+	return err
+}
+
+type compaction struct {
+	before, after, current int64
+	events                 int64
+	removed                int
+}
+
+func printCompaction(w io.Writer, path string, r compaction) {
+	if r.removed == 0 && r.after == r.before {
+		fmt.Fprintf(w, "nothing to compact: %s is already compacted up to revision %d\n", path, r.before)
+	} else {
+		fmt.Fprintf(w, "compacted %s up to revision %d: removed %s (revisions %d to %d)\n",
+			path, r.after, counted(int64(r.removed), "event"), r.before+1, r.after)
+		fmt.Fprintf(w, "watches from before revision %d now fail (410 Gone); every key is still there\n", r.after)
+	}
+	if r.events > 0 {
+		fmt.Fprintf(w, "the log holds %s, revisions %d to %d; the store is at revision %d\n",
+			counted(r.events, "event"), r.after+1, r.current, r.current)
+	} else {
+		fmt.Fprintf(w, "the log is empty; the store is at revision %d\n", r.current)
+	}
+}
+
+func counted(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

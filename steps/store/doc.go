@@ -1,0 +1,50 @@
+// Package store plays etcd's role: the database behind the Kubernetes API
+// server, and the only place the cluster's state lives. Only the API server
+// (steps/apiserver) opens it, as only kube-apiserver talks to etcd; every
+// other component (kubectl, controllers, scheduler, kubelet) goes through
+// the API server.
+//
+// Keys. Every object is one key, /registry/<resource>/<namespace>/<name>
+// (/registry/pods/default/web; cluster-scoped objects drop the namespace),
+// and its value is the object serialized, as bytes this package never
+// interprets. Listing pods in a namespace is reading every key under the
+// prefix /registry/pods/default/.
+//
+// Revisions. The store has one counter, the revision, that every write
+// transaction advances by one (all the keys one transaction writes get the
+// same revision). Each key remembers its CreateRevision, its ModRevision
+// (the revision of its last write) and its Version (how many writes since
+// it was created). The resourceVersion kubectl shows on an object is its
+// key's ModRevision, and the one on a list is the store's revision when it
+// was read. An update sends back the resourceVersion it read; if the key's
+// ModRevision moved since, someone else wrote first and the update fails
+// with ErrConflict (409 Conflict): optimistic concurrency, no locks held
+// between a read and a write.
+//
+// Watch. Every write also appends an event (ADDED, MODIFIED, DELETED, with
+// the value after and before) to a log, in the same transaction, keyed by
+// revision. A watch from revision R reads the log after R, then waits for
+// more: this is how controllers, the scheduler and kubelets learn of
+// changes without polling the objects. The pattern every Kubernetes client
+// follows: LIST (and note the list's revision), then WATCH from it, so that
+// nothing is missed between the two.
+//
+// Compaction. The log cannot grow forever. etcd keeps history until the API
+// server compacts it (every 5 minutes by default); here the log keeps the
+// last N events (WithHistory, 10000 by default) and Compact removes older
+// ones on request. A watch from a compacted revision fails with
+// ErrCompacted (Kubernetes: 410 Gone, "too old resource version"), and the
+// client lists again.
+//
+// The file. It is one bbolt file (etcd's own storage engine), by default
+// <state-dir>/etcd/store.db, written with fsync: an acknowledged write
+// survives a crash. Several podlab processes share it, and bbolt locks the
+// file while it is open, so each operation opens it and a process lets go
+// of it a few milliseconds after its last operation (see lock.go). Watchers
+// in other processes learn of writes through inotify.
+//
+// Inside the file: bucket "keys" (key -> counters and value), bucket "log"
+// (revision and sub-index -> event) and bucket "meta" (revision, compacted
+// revision, event count). `podlab store get|list|watch|compact` shows them,
+// as etcdctl does.
+package store

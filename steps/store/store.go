@@ -1,0 +1,281 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Path is where podlab keeps the store under its state directory:
+// <state-dir>/etcd/store.db.
+func Path(stateDir string) string {
+	return filepath.Join(stateDir, "etcd", "store.db")
+}
+
+// Defaults of the options.
+const (
+	DefaultHistory     = 10000
+	DefaultLockTimeout = 10 * time.Second
+	DefaultLingerIdle  = 2 * time.Millisecond
+	DefaultLingerMax   = 25 * time.Millisecond
+	// DefaultWatchPoll is how often a watcher looks at the file when no
+	// inotify event came; without inotify it looks every 25ms.
+	DefaultWatchPoll = 100 * time.Millisecond
+)
+
+type options struct {
+	history     int
+	lockTimeout time.Duration
+	waitNotice  func(waited time.Duration)
+	lingerIdle  time.Duration
+	lingerMax   time.Duration
+	watchPoll   time.Duration
+	noInotify   bool
+	mustExist   bool
+}
+
+// Option configures Open.
+type Option func(*options)
+
+// WithHistory keeps at most n events in the log (default 10000). Writes
+// remove the oldest revisions beyond that, a batch at a time.
+func WithHistory(n int) Option { return func(o *options) { o.history = n } }
+
+// WithLockTimeout bounds how long an operation waits for another process
+// to release the file before failing with ErrBusy (default 10s).
+func WithLockTimeout(d time.Duration) Option { return func(o *options) { o.lockTimeout = d } }
+
+// WithWaitNotice calls fn once per operation that has waited for another
+// process to release the file for a while (100ms), with the time waited; a
+// command prints "waiting for the store: another podlab process holds it".
+func WithWaitNotice(fn func(waited time.Duration)) Option {
+	return func(o *options) { o.waitNotice = fn }
+}
+
+// WithLinger keeps the file open (and locked) for idle after each
+// operation, so that back-to-back operations share one open, but for at
+// most max in a row when another process waits for it. idle 0 opens and
+// closes the file around every operation. Defaults: 2ms and 25ms.
+func WithLinger(idle, max time.Duration) Option {
+	return func(o *options) { o.lingerIdle, o.lingerMax = idle, max }
+}
+
+// WithWatchPoll sets how often watchers look at the file between inotify
+// events (default 100ms), and whether to use inotify at all.
+func WithWatchPoll(every time.Duration, inotify bool) Option {
+	return func(o *options) { o.watchPoll, o.noInotify = every, !inotify }
+}
+
+// MustExist makes Open fail, with an error matching fs.ErrNotExist, when
+// the file does not exist, instead of creating it.
+func MustExist() Option { return func(o *options) { o.mustExist = true } }
+
+// Store is etcd's role in podlab: one bbolt file of keys, revisions and the
+// log of events that watches read. It is safe for concurrent use, and
+// several processes may open the same file: each operation opens the file,
+// and the file is closed again a few milliseconds after the last one.
+type Store struct {
+	path string
+	opts options
+
+	mu       sync.Mutex // serializes operations: flock conflicts within a process too
+	closed   bool
+	db       *bolt.DB // the open handle; nil when the file is released
+	probe    int      // a plain fd of the file while db is open, to see waiters
+	heldAt   time.Time
+	lastUsed time.Time
+	idle     *time.Timer
+
+	notifyMu sync.Mutex
+	changed  chan struct{} // closed after each write of this process, then replaced
+}
+
+// Open opens the store at path, creating the file (0600) and its directory
+// (0700) if needed. It does not keep the file open: each operation opens
+// it. Open fails if the file is not a bbolt file or not a podlab store.
+func Open(path string, opts ...Option) (*Store, error) {
+	o := options{
+		history:     DefaultHistory,
+		lockTimeout: DefaultLockTimeout,
+		lingerIdle:  DefaultLingerIdle,
+		lingerMax:   DefaultLingerMax,
+		watchPoll:   DefaultWatchPoll,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case path == "":
+		return nil, errors.New("opening the store: no path")
+	case o.history < 1:
+		return nil, fmt.Errorf("opening the store %s: history must keep at least 1 event, not %d", path, o.history)
+	case o.lockTimeout <= 0:
+		return nil, fmt.Errorf("opening the store %s: the lock timeout must be positive, not %s", path, o.lockTimeout)
+	case o.lingerIdle < 0 || o.lingerMax < 0 || o.watchPoll <= 0:
+		return nil, fmt.Errorf("opening the store %s: negative linger or non-positive watch poll", path)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil, fmt.Errorf("opening the store %s: it is a directory", path)
+	case errors.Is(err, fs.ErrNotExist) && o.mustExist:
+		return nil, fmt.Errorf("no store at %s: %w", path, fs.ErrNotExist)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("opening the store: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("opening the store: %w", err)
+	}
+	s := &Store{path: path, opts: o, probe: -1, changed: make(chan struct{})}
+	if err := s.init(err == nil && fi.Size() > 0); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// init makes the buckets of a new store, and checks an existing one.
+func (s *Store) init(exists bool) error {
+	ctx := context.Background()
+	ready := false
+	check := func(btx *bolt.Tx) error {
+		if m := btx.Bucket(metaBucket); m != nil {
+			if f := string(m.Get(metaFormat)); f != formatName {
+				return fmt.Errorf("%s is not a podlab store (format %q, want %q)", s.path, f, formatName)
+			}
+			ready = btx.Bucket(keysBucket) != nil && btx.Bucket(logBucket) != nil
+			return nil
+		}
+		return btx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			return fmt.Errorf("%s is a bbolt file but not a podlab store (it has a bucket %q)", s.path, name)
+		})
+	}
+	if exists {
+		if err := s.do(ctx, false, true, func(db *bolt.DB) error { return db.View(check) }); err != nil {
+			return err
+		}
+		if ready {
+			return nil
+		}
+	}
+	return s.do(ctx, true, true, func(db *bolt.DB) error {
+		return db.Update(func(btx *bolt.Tx) error {
+			if err := check(btx); err != nil || ready {
+				return err
+			}
+			for _, b := range [][]byte{keysBucket, logBucket, metaBucket} {
+				if _, err := btx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			return btx.Bucket(metaBucket).Put(metaFormat, []byte(formatName))
+		})
+	})
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+// Close releases the file. Operations and watchers fail with ErrClosed
+// afterwards.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+	return s.release()
+}
+
+// Update runs fn in one read-write transaction. All of fn's writes get one
+// new revision, which Update returns (the current revision if fn wrote
+// nothing). If fn returns an error, nothing it did is stored and the
+// revision does not move. The write is on disk (fsync'd) when Update
+// returns.
+func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error) {
+	var rev int64
+	var wrote bool
+	err := s.do(ctx, true, true, func(db *bolt.DB) error {
+		return db.Update(func(btx *bolt.Tx) error {
+			tx, err := newTx(btx, s.opts.history)
+			if err != nil {
+				return err
+			}
+			if err := fn(tx); err != nil {
+				return err
+			}
+			if err := tx.finish(); err != nil {
+				return err
+			}
+			rev, wrote = tx.rev, tx.wrote
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	if wrote {
+		s.notify()
+	}
+	return rev, nil
+}
+
+// View runs fn in one read-only transaction: a consistent snapshot. Writes
+// inside it fail with ErrReadOnly.
+func (s *Store) View(ctx context.Context, fn func(tx *Tx) error) error {
+	return s.do(ctx, false, true, func(db *bolt.DB) error {
+		return db.View(func(btx *bolt.Tx) error {
+			tx, err := newTx(btx, s.opts.history)
+			if err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+	})
+}
+
+// Revision is the store's current revision (0 for an empty store).
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	var rev int64
+	err := s.View(ctx, func(tx *Tx) error {
+		rev = tx.Revision()
+		return nil
+	})
+	return rev, err
+}
+
+// Compact removes the log's events up to and including revision rev (see
+// Tx.Compact).
+func (s *Store) Compact(ctx context.Context, rev int64) error {
+	_, err := s.Update(ctx, func(tx *Tx) error {
+		_, err := tx.Compact(rev)
+		return err
+	})
+	return err
+}
+
+// notify wakes this process's watchers after a write.
+func (s *Store) notify() {
+	s.notifyMu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.notifyMu.Unlock()
+}
+
+// changes is closed by the next write of this process.
+func (s *Store) changes() <-chan struct{} {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	return s.changed
+}

@@ -1,0 +1,199 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// watchBatch bounds the events one look at the log reads (rounded up to
+	// a whole revision), so that a watcher far behind holds the file briefly.
+	watchBatch = 1000
+	// pollWithoutInotify is how often a watcher looks when inotify fails.
+	pollWithoutInotify = 25 * time.Millisecond
+)
+
+// Watcher delivers the events of one Watch, in revision order.
+type Watcher struct {
+	events chan Event
+
+	mu  sync.Mutex
+	err error
+}
+
+// Events is closed when the watch's context ends or the watch fails; then
+// Err says why.
+func (w *Watcher) Events() <-chan Event { return w.events }
+
+// Err is nil while the watch runs and after its context ended; ErrCompacted
+// if the watcher fell behind compaction (list again, then watch from the
+// list's revision); else the error that ended it.
+func (w *Watcher) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Watch delivers every event with a revision after afterRev whose key
+// starts with prefix, in order, then the events of later writes as they
+// happen, from this process or any other. It fails at once with
+// ErrCompacted if the log no longer holds the events after afterRev.
+//
+// The watcher reads the log itself, by revision, so it never misses an
+// event: notifications only tell it when to look. It looks when this
+// process writes, when inotify reports that the file was modified (another
+// process wrote), and every 100ms in case a notification was lost (every
+// 25ms without inotify).
+func (s *Store) Watch(ctx context.Context, prefix string, afterRev int64) (*Watcher, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("watching %s: %w", prefix, err)
+	}
+	if err := checkKey(prefix); err != nil {
+		return nil, fmt.Errorf("watching %q: %w", prefix, err)
+	}
+	if afterRev < 0 {
+		return nil, fmt.Errorf("watching %s from revision %d: %w", prefix, afterRev, ErrBadRevision)
+	}
+	var compacted int64
+	if err := s.View(ctx, func(tx *Tx) error {
+		compacted = tx.CompactedRevision()
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("watching %s: %w", prefix, err)
+	}
+	if afterRev < compacted {
+		return nil, fmt.Errorf("watching %s from revision %d: the log was compacted up to revision %d: %w",
+			prefix, afterRev, compacted, ErrCompacted)
+	}
+	w := &Watcher{events: make(chan Event, 128)}
+	go w.run(ctx, s, prefix, afterRev)
+	return w, nil
+}
+
+func (w *Watcher) run(ctx context.Context, s *Store, prefix string, last int64) {
+	defer close(w.events)
+	poll := s.opts.watchPoll
+	var modified <-chan struct{}
+	if !s.opts.noInotify {
+		ch, stop, err := watchModify(s.path)
+		if err != nil {
+			poll = min(poll, pollWithoutInotify)
+		} else {
+			defer stop()
+			modified = ch
+		}
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		changed := s.changes() // taken before reading: a write after the read closes it
+		evs, upTo, more, err := s.readLog(ctx, prefix, last, watchBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.mu.Lock()
+				w.err = err
+				w.mu.Unlock()
+			}
+			return
+		}
+		for _, ev := range evs {
+			select {
+			case w.events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+		last = upTo
+		if more {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-modified:
+		case <-tick.C:
+		}
+	}
+}
+
+// readLog reads the events after revision after whose key starts with
+// prefix, at most about limit events. upTo is the revision read up to; more
+// says the limit stopped it.
+func (s *Store) readLog(ctx context.Context, prefix string, after int64, limit int) (evs []Event, upTo int64, more bool, err error) {
+	p := []byte(prefix)
+	err = s.do(ctx, false, false, func(db *bolt.DB) error {
+		return db.View(func(btx *bolt.Tx) error {
+			tx, err := newTx(btx, s.opts.history)
+			if err != nil {
+				return err
+			}
+			if after < tx.compacted {
+				return fmt.Errorf("watching %s: the watcher is at revision %d and the log was compacted up to revision %d: %w",
+					prefix, after, tx.compacted, ErrCompacted)
+			}
+			upTo = after
+			n := 0
+			c := tx.log.Cursor()
+			for k, v := c.Seek(eventKey(after+1, 0)); k != nil; k, v = c.Next() {
+				rev := revisionOf(k)
+				if n >= limit && rev != upTo {
+					more = true
+					break
+				}
+				upTo = rev
+				n++
+				if !bytes.HasPrefix(eventKeyOf(v), p) {
+					continue
+				}
+				ev, err := decodeEvent(rev, v)
+				if err != nil {
+					return err
+				}
+				evs = append(evs, ev)
+			}
+			if !more {
+				upTo = max(upTo, tx.rev)
+			}
+			return nil
+		})
+	})
+	return evs, upTo, more, err
+}
+
+// watchModify reports, through the channel, each time the kernel says the
+// file was modified (inotify IN_MODIFY: bbolt's writes of a commit). stop
+// ends it.
+func watchModify(path string) (<-chan struct{}, func(), error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_MODIFY); err != nil {
+		unix.Close(fd)
+		return nil, nil, err
+	}
+	// A non-blocking fd goes to Go's poller: Close wakes the Read below.
+	f := os.NewFile(uintptr(fd), "inotify "+path)
+	wake := make(chan struct{}, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := f.Read(buf); err != nil {
+				return
+			}
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return wake, func() { f.Close() }, nil
+}
