@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubectl"
@@ -52,7 +54,11 @@ They are the first place to look when a pod does not start.`,
 			if err != nil {
 				return err
 			}
-			if err := kubectl.Describe(c.App.Writer, obj, events, time.Now()); err != nil {
+			opts, err := describeOptions(c, s, obj)
+			if err != nil {
+				return err
+			}
+			if err := kubectl.Describe(c.App.Writer, obj, events, time.Now(), opts...); err != nil {
 				return err
 			}
 		}
@@ -82,4 +88,65 @@ func eventsFor(c *cli.Context, s *apiSession, obj apiserver.Object) ([]corev1.Ev
 		}
 	}
 	return out, nil
+}
+
+// describeOptions reads what kubectl describe shows besides the object: a
+// Deployment's ReplicaSets, a ReplicaSet's pods, a Namespace's quotas and
+// limit ranges. A user who may not list them gets the object without.
+func describeOptions(c *cli.Context, s *apiSession, obj apiserver.Object) ([]kubectl.DescribeOption, error) {
+	list := func(resource, ns string) ([]apiserver.Object, error) {
+		l, err := s.client.List(c.Context, resource, ns, apiserver.ListOptions{})
+		if apierrors.IsForbidden(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	}
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		items, err := list("replicasets", o.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		var owned []*appsv1.ReplicaSet
+		for _, it := range items {
+			if rs := it.(*appsv1.ReplicaSet); metav1.IsControlledBy(rs, o) {
+				owned = append(owned, rs)
+			}
+		}
+		return []kubectl.DescribeOption{kubectl.WithReplicaSets(owned...)}, nil
+	case *appsv1.ReplicaSet:
+		items, err := list("pods", o.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		var owned []*corev1.Pod
+		for _, it := range items {
+			if p := it.(*corev1.Pod); metav1.IsControlledBy(p, o) {
+				owned = append(owned, p)
+			}
+		}
+		return []kubectl.DescribeOption{kubectl.WithPods(owned...)}, nil
+	case *corev1.Namespace:
+		qs, err := list("resourcequotas", o.Name)
+		if err != nil {
+			return nil, err
+		}
+		lrs, err := list("limitranges", o.Name)
+		if err != nil {
+			return nil, err
+		}
+		var quotas []*corev1.ResourceQuota
+		for _, q := range qs {
+			quotas = append(quotas, q.(*corev1.ResourceQuota))
+		}
+		var ranges []*corev1.LimitRange
+		for _, l := range lrs {
+			ranges = append(ranges, l.(*corev1.LimitRange))
+		}
+		return []kubectl.DescribeOption{kubectl.WithResourceQuotas(quotas...), kubectl.WithLimitRanges(ranges...)}, nil
+	}
+	return nil, nil
 }

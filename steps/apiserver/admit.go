@@ -25,7 +25,7 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 	var ns *corev1.Namespace
 	if res.Namespaced {
 		var err error
-		if ns, err = getTyped[*corev1.Namespace](tx, mustResource("namespaces"), "", obj.GetNamespace()); err != nil {
+		if ns, err = c.s.namespace(tx, obj.GetNamespace()); err != nil {
 			return nil, err
 		}
 		notes, err := admission.NamespaceLifecycle(ns, obj.GetNamespace(), res.GroupResource(), obj.GetName())

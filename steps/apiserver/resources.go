@@ -87,6 +87,11 @@ func Resources() []Resource {
 // singular, short name or kind, in any case ("pods", "pod", "po", "Pod"),
 // optionally qualified by group ("deployments.apps").
 func LookupResource(name string) (Resource, error) {
+	for _, r := range resources { // the common case: podlab's own code, by plural
+		if r.Name == name {
+			return r, nil
+		}
+	}
 	n := strings.ToLower(name)
 	group := ""
 	if i := strings.IndexByte(n, '.'); i > 0 {

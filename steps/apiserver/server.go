@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/podlab/podlab/steps/apiserver/admission"
 	"github.com/podlab/podlab/steps/apiserver/authn"
 	"github.com/podlab/podlab/steps/apiserver/rbac"
@@ -29,6 +31,11 @@ type Server struct {
 	mu        sync.Mutex
 	policy    *rbac.Policy
 	policyKey policyFingerprint
+
+	// namespaces decoded before, by name, with the revision they were
+	// decoded at: every namespaced create reads its namespace.
+	nsMu    sync.Mutex
+	nsCache map[string]*corev1.Namespace
 }
 
 // Option configures a Server.
@@ -46,7 +53,7 @@ func New(st *store.Store, tokens *authn.Tokens, opts ...Option) (*Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("setting up PodSecurity admission: %w", err)
 	}
-	s := &Server{store: st, tokens: tokens, psa: psa, now: time.Now}
+	s := &Server{store: st, tokens: tokens, psa: psa, now: time.Now, nsCache: map[string]*corev1.Namespace{}}
 	for _, o := range opts {
 		o(s)
 	}

@@ -3,6 +3,9 @@ package apiserver
 import (
 	"errors"
 	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -85,4 +88,33 @@ func storeError(gr schema.GroupResource, name string, err error) error {
 // plugin, the escalation check).
 func forbidden(gr schema.GroupResource, name string, err error) error {
 	return apierrors.NewForbidden(gr, name, err)
+}
+
+// namespace reads a namespace inside tx; a missing one is nil. The result
+// is shared: read it, never change it.
+func (s *Server) namespace(tx *store.Tx, name string) (*corev1.Namespace, error) {
+	r := mustResource("namespaces")
+	kv, ok, err := tx.Get(r.Key("", name))
+	if err != nil || !ok {
+		return nil, err
+	}
+	rv := strconv.FormatInt(kv.ModRevision, 10)
+	s.nsMu.Lock()
+	cached := s.nsCache[name]
+	s.nsMu.Unlock()
+	if cached != nil && cached.ResourceVersion == rv {
+		return cached, nil
+	}
+	obj, err := decode(r, kv.Value, kv.ModRevision)
+	if err != nil {
+		return nil, err
+	}
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return nil, fmt.Errorf("%s holds a %T, not a Namespace", kv.Key, obj)
+	}
+	s.nsMu.Lock()
+	s.nsCache[name] = ns
+	s.nsMu.Unlock()
+	return ns, nil
 }
