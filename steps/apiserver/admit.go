@@ -161,7 +161,7 @@ func (c *Client) phase(name, plugin string, notes []string, err error) error {
 	p := Phase{Name: name, Plugin: plugin, Details: notes, Err: err}
 	switch {
 	case err != nil:
-		p.Summary = "rejected: " + err.Error()
+		p.Summary = "REJECTED: the request stops here and nothing is stored (the reason follows)"
 	case len(notes) == 0 && name == PhaseValidation:
 		p.Summary = "the object is valid"
 	case len(notes) == 0:
