@@ -56,6 +56,14 @@ func (s *apiSession) Close() error { return s.server.Close() }
 // happens; reads print them with -v (to stderr, so that -o yaml stays
 // clean).
 func openAPI(c *cli.Context, write bool) (*apiSession, error) {
+	return openAPIAs(c, write, "admin")
+}
+
+// openAPIAs is openAPI for a component with its own identity (the
+// scheduler's system:kube-scheduler, a kubelet's system:node:NAME):
+// defaultUser is used unless --as or --token says otherwise. Components
+// print their own lines, so no phase is printed unless -v.
+func openAPIAs(c *cli.Context, write bool, defaultUser string) (*apiSession, error) {
 	dir, err := stateDir(c)
 	if err != nil {
 		return nil, err
@@ -83,7 +91,7 @@ func openAPI(c *cli.Context, write bool) (*apiSession, error) {
 	default:
 		user := c.String("as")
 		if user == "" {
-			user = "admin"
+			user = defaultUser
 		}
 		if client, err = srv.ClientAs(user, opts...); err != nil {
 			srv.Close()
