@@ -21,20 +21,22 @@
 // with ErrConflict (409 Conflict): optimistic concurrency, no locks held
 // between a read and a write.
 //
-// Watch. Every write also appends an event (ADDED, MODIFIED, DELETED, with
-// the value after and before) to a log, in the same transaction, keyed by
-// revision. A watch from revision R reads the log after R, then waits for
-// more: this is how controllers, the scheduler and kubelets learn of
-// changes without polling the objects. The pattern every Kubernetes client
-// follows: LIST (and note the list's revision), then WATCH from it, so that
-// nothing is missed between the two.
+// Watch. Every write is recorded as an event (ADDED, MODIFIED, DELETED),
+// in the same transaction, keyed by revision: the history. A watch from
+// revision R reads the history after R, then waits for more: this is how
+// controllers, the scheduler and kubelets learn of changes without polling
+// the objects. The pattern every Kubernetes client follows: LIST (and note
+// the list's revision), then WATCH from it, so that nothing is missed
+// between the two.
 //
-// Compaction. The log cannot grow forever. etcd keeps history until the API
-// server compacts it (every 5 minutes by default); here the log keeps the
+// Compaction. The history cannot grow forever. etcd keeps it until the API
+// server compacts it (every 5 minutes by default); here the store keeps the
 // last N events (WithHistory, 10000 by default) and Compact removes older
 // ones on request. A watch from a compacted revision fails with
 // ErrCompacted (Kubernetes: 410 Gone, "too old resource version"), and the
-// client lists again.
+// client lists again. Compaction never removes a key's current value, however
+// old its revision: as in etcd, it removes the values that were replaced
+// and the deleted keys.
 //
 // The file. It is one bbolt file (etcd's own storage engine), by default
 // <state-dir>/etcd/store.db, written with fsync: an acknowledged write
@@ -43,8 +45,16 @@
 // of it a few milliseconds after its last operation (see lock.go). Watchers
 // in other processes learn of writes through inotify.
 //
-// Inside the file: bucket "keys" (key -> counters and value), bucket "log"
-// (revision and sub-index -> event) and bucket "meta" (revision, compacted
-// revision, event count). `podlab store get|list|watch|compact` shows them,
-// as etcdctl does.
+// Inside the file, etcd's design: every value is stored once. Bucket
+// "revs" maps revision and sub-index to the record of one write (its type,
+// key, counters and the value it wrote; a deletion keeps the last value,
+// for watchers): it is at once the history watches read and where the
+// values live. Bucket "keys" maps each live key to its counters and the
+// revision of its value in revs (etcd keeps this index in memory and
+// rebuilds it at start; podlab reopens the file for every burst of
+// operations, so it is on disk). A read follows keys into revs. Bucket
+// "meta" holds the revision, the compacted revision, the event count and
+// the file's layout ("podlab-store/2"; Open refuses other layouts with
+// ErrLayout). `podlab store get|list|watch|compact` shows them, as etcdctl
+// does.
 package store

@@ -48,4 +48,8 @@ var (
 	// ErrClosed is returned by any operation on a Store after Close, and by
 	// a Watcher's Err when its Store was closed under it.
 	ErrClosed = errors.New("store is closed")
+
+	// ErrLayout is returned by Open for a podlab store written in another
+	// layout (by another version of podlab) than the one this package reads.
+	ErrLayout = errors.New("the store's file has a layout this podlab does not read")
 )

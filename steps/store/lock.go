@@ -27,14 +27,21 @@ import (
 // of one process (a loop of creates, a read then a write) share one open.
 //
 // Measured on the project's machine (2 shared cores, virtio disk, noisy
-// under the other builds), 1KB values, one fsync'd transaction per object:
-//   - bbolt Open+Close: ~40-58µs read-write, ~28-31µs read-only
-//     (BenchmarkOpenClose); one fsync'd bbolt Update: ~400-860µs.
-//   - interleaved runs of 3000 writes: the store with the linger ran at
-//     0.83-0.95x the rate of raw bbolt on a handle kept open; opening and
-//     closing around every write (WithLinger(0, 0)) at 0.62-0.67x. Open and
-//     Close are cheap, but the first commit after an open is slower than the
-//     next ones (a fresh mmap, the freelist read again).
+// under the other builds), 1.2KB values, one fsync'd transaction per object
+// (BenchmarkWrites: the sides take turns every 20 writes, 5 rounds of 300):
+//   - bbolt Open+Close of a store of 10,000 objects: ~40-53µs read-write,
+//     ~26-31µs read-only (BenchmarkOpenClose); one fsync'd bbolt Update:
+//     ~400-550µs on a quiet disk, up to ~1.5ms while others write.
+//   - the store with the linger ran at 0.79-0.95x the rate of raw bbolt on a
+//     handle kept open (median of the rounds; most runs 0.86-0.93x), level
+//     with raw bbolt writing the same index entry next to each value
+//     (raw-indexed, 0.78-0.97x): both write the same pages per commit
+//     (7.3 at 300 objects, 8.4 at 2,000) against raw's 5.9 at 300 (one
+//     more B-tree path, the keys bucket's), and the store adds ~5µs of CPU
+//     to raw-indexed's. Opening and closing around every write
+//     (WithLinger(0, 0)) ran at 0.64-0.78x. Open and Close are cheap, but
+//     the first commit after an open is slower than the next ones (a fresh
+//     mmap, the freelist read again).
 //
 // So the handle lingers: one open per burst instead of one per write.
 //
@@ -200,9 +207,7 @@ func (s *Store) open(ctx context.Context, readOnly bool) (*bolt.DB, error) {
 	noticed := false
 	var t *time.Timer
 	for {
-		// Timeout 1ns: one non-blocking flock, then bbolt's ErrTimeout (its
-		// own retry sleeps 50ms, too coarse to take turns).
-		db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: time.Nanosecond, ReadOnly: readOnly})
+		db, err := bolt.Open(s.path, 0o600, s.boltOptions(readOnly))
 		if err == nil {
 			if t != nil {
 				t.Stop()
@@ -240,6 +245,25 @@ func (s *Store) open(ctx context.Context, readOnly bool) (*bolt.DB, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// boltOptions are the options of every bbolt open: bbolt's defaults, the
+// freelist written at every commit. etcd opens its file with NoFreelistSync
+// and the hashmap freelist, and keeps it open for its whole life. podlab
+// opens the file for every burst, and bbolt rebuilds a freelist that was not
+// written by walking the whole file at every read-write open: 8.1ms for
+// 10,000 objects instead of 40-53µs (BenchmarkOpenClose). Skipping the
+// freelist page did not make writes measurably faster here
+// (store-nofreelistsync in BenchmarkWrites: 0.78-0.97x raw, the store
+// 0.72-0.95x in the same runs), nor did the hashmap freelist alone.
+func (s *Store) boltOptions(readOnly bool) *bolt.Options {
+	// Timeout 1ns: one non-blocking flock, then bbolt's ErrTimeout (its own
+	// retry sleeps 50ms, too coarse to take turns).
+	o := &bolt.Options{Timeout: time.Nanosecond, ReadOnly: readOnly}
+	if s.opts.bolt != nil {
+		s.opts.bolt(o)
+	}
+	return o
 }
 
 // announceWaiting takes an OFD read lock on byte 0 of the file, which the

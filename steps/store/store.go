@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,13 +40,14 @@ type options struct {
 	watchPoll   time.Duration
 	noInotify   bool
 	mustExist   bool
+	bolt        func(*bolt.Options) // adjusts bbolt's options (benchmarks)
 }
 
 // Option configures Open.
 type Option func(*options)
 
-// WithHistory keeps at most n events in the log (default 10000). Writes
-// remove the oldest revisions beyond that, a batch at a time.
+// WithHistory keeps at most n events in the history (default 10000).
+// Writes compact the oldest revisions beyond that, a batch at a time.
 func WithHistory(n int) Option { return func(o *options) { o.history = n } }
 
 // WithLockTimeout bounds how long an operation waits for another process
@@ -77,10 +79,15 @@ func WithWatchPoll(every time.Duration, inotify bool) Option {
 // the file does not exist, instead of creating it.
 func MustExist() Option { return func(o *options) { o.mustExist = true } }
 
-// Store is etcd's role in podlab: one bbolt file of keys, revisions and the
-// log of events that watches read. It is safe for concurrent use, and
-// several processes may open the same file: each operation opens the file,
-// and the file is closed again a few milliseconds after the last one.
+// withBoltOptions lets fn adjust the options of every bbolt open, after the
+// store's own: benchmarks compare bbolt's settings with it.
+func withBoltOptions(fn func(*bolt.Options)) Option { return func(o *options) { o.bolt = fn } }
+
+// Store is etcd's role in podlab: one bbolt file of keys, and of the
+// records of their revisions, which hold the values and are the history
+// that watches read. It is safe for concurrent use, and several processes
+// may open the same file: each operation opens the file, and the file is
+// closed again a few milliseconds after the last one.
 type Store struct {
 	path string
 	opts options
@@ -147,10 +154,10 @@ func (s *Store) init(exists bool) error {
 	ready := false
 	check := func(btx *bolt.Tx) error {
 		if m := btx.Bucket(metaBucket); m != nil {
-			if f := string(m.Get(metaFormat)); f != formatName {
-				return fmt.Errorf("%s is not a podlab store (format %q, want %q)", s.path, f, formatName)
+			if err := checkFormat(s.path, m.Get(metaFormat)); err != nil {
+				return err
 			}
-			ready = btx.Bucket(keysBucket) != nil && btx.Bucket(logBucket) != nil
+			ready = btx.Bucket(keysBucket) != nil && btx.Bucket(revsBucket) != nil
 			return nil
 		}
 		return btx.ForEach(func(name []byte, _ *bolt.Bucket) error {
@@ -170,7 +177,7 @@ func (s *Store) init(exists bool) error {
 			if err := check(btx); err != nil || ready {
 				return err
 			}
-			for _, b := range [][]byte{keysBucket, logBucket, metaBucket} {
+			for _, b := range [][]byte{keysBucket, revsBucket, metaBucket} {
 				if _, err := btx.CreateBucketIfNotExists(b); err != nil {
 					return err
 				}
@@ -178,6 +185,22 @@ func (s *Store) init(exists bool) error {
 			return btx.Bucket(metaBucket).Put(metaFormat, []byte(formatName))
 		})
 	})
+}
+
+// checkFormat accepts the layout this package reads, and refuses other
+// podlab layouts with ErrLayout.
+func checkFormat(path string, format []byte) error {
+	f := string(format)
+	switch {
+	case f == formatName:
+		return nil
+	case strings.HasPrefix(f, formatPrefix):
+		return fmt.Errorf("%s is a podlab store in layout %q, and this podlab reads layout %q only "+
+			"(move the file away, then `podlab init` makes a new store): %w",
+			path, strings.TrimPrefix(f, formatPrefix), formatLayout, ErrLayout)
+	default:
+		return fmt.Errorf("%s is not a podlab store (format %q, want %q)", path, f, formatName)
+	}
 }
 
 // Path is the store's file.
@@ -255,7 +278,7 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 	return rev, err
 }
 
-// Compact removes the log's events up to and including revision rev (see
+// Compact removes the history up to and including revision rev (see
 // Tx.Compact).
 func (s *Store) Compact(ctx context.Context, rev int64) error {
 	_, err := s.Update(ctx, func(tx *Tx) error {

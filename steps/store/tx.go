@@ -10,25 +10,47 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The file's layout: three top-level bbolt buckets.
+// The file's layout: three top-level bbolt buckets, etcd's own design. etcd
+// keeps every value once, in a bucket keyed by revision (its "key" bucket,
+// our revs), and an index from each key to its revisions, which it rebuilds
+// in memory at start. podlab reopens the file for every burst of
+// operations, so its index is a bucket too (keys), and it stays small: no
+// value is in it.
 var (
-	// keysBucket maps each key to its current KV: create_revision,
-	// mod_revision and version (8 bytes each, big-endian), then the value.
+	// revsBucket maps revision (8 bytes, big-endian) + sub-index (4 bytes)
+	// to one record (see record): the event of one write, with the value it
+	// wrote. It is the history Watch reads, and where every value lives,
+	// once. Compaction removes the records up to a revision, except those
+	// that still hold the current value of their key.
+	revsBucket = []byte("revs")
+	// keysBucket maps each live key to a keyRecord: its create_revision,
+	// mod_revision and version, and where its value is in revs.
 	keysBucket = []byte("keys")
-	// logBucket maps revision (8 bytes, big-endian) + sub-index (4 bytes) to
-	// one event (see encodeEvent): the history Watch reads.
-	logBucket = []byte("log")
 	// metaBucket holds the counters below.
 	metaBucket = []byte("meta")
 
-	metaFormat    = []byte("format")    // formatName
+	metaFormat    = []byte("format")    // formatName: which layout the file has
 	metaRevision  = []byte("revision")  // the store's revision (8 bytes)
 	metaCompacted = []byte("compacted") // the compacted revision (8 bytes)
-	metaEvents    = []byte("events")    // how many events the log holds (8 bytes)
+	metaEvents    = []byte("events")    // how many records revs holds after the compacted revision (8 bytes)
 )
 
-// formatName marks a file as a podlab store.
-const formatName = "podlab-store/1"
+// formatName marks a file as a podlab store, and names its layout: "/2" is
+// the layout above. Layout 1 (the first podlab stores) kept each value
+// twice, in keys and in a bucket "log"; this package does not read it.
+const (
+	formatPrefix = "podlab-store/"
+	formatLayout = "2"
+	formatName   = formatPrefix + formatLayout
+)
+
+// revsFillPercent is how full bbolt fills the pages of revs when it splits
+// them. revs grows at its end only (a page left behind gets no more
+// inserts, compaction only removes from it), so its pages may be packed, as
+// etcd packs its own revision bucket; bbolt's default, 0.5, suits keys
+// written in any order. (With values of ~1KB a leaf holds two records
+// either way: it packs the branch pages.)
+const revsFillPercent = 0.9
 
 // KV is a key as stored, with etcd's three counters. The API server shows
 // ModRevision as the object's metadata.resourceVersion.
@@ -62,27 +84,35 @@ type Event struct {
 	// value, with ModRevision set to the deletion's revision (as the API
 	// server returns a deleted object).
 	KV KV
-	// PrevKV is the key before the write, for Modified and Deleted.
+	// PrevKV is the key before the write, for Modified and Deleted. A
+	// Deleted event always has it (its value is KV's). A Modified event
+	// reads it from the previous write's record while revs still holds it:
+	// PrevKV is nil once compaction passed the previous write's revision
+	// (the record of a value that was replaced is history, and compaction
+	// removes history).
 	PrevKV *KV
 }
 
 // Tx is one transaction, read-only (View) or read-write (Update). It is
 // valid only inside the function it was passed to.
 type Tx struct {
-	btx             *bolt.Tx
-	keys, log, meta *bolt.Bucket
-	rev, compacted  int64
-	events          int64
-	history         int
-	wrote, trimmed  bool // a key was written; the log was compacted
-	sub             uint32
+	btx              *bolt.Tx
+	keys, revs, meta *bolt.Bucket
+	rev, compacted   int64
+	events           int64
+	history          int
+	wrote, trimmed   bool // a key was written; the history was compacted
+	sub              uint32
 }
 
 func newTx(btx *bolt.Tx, history int) (*Tx, error) {
 	tx := &Tx{btx: btx, history: history,
-		keys: btx.Bucket(keysBucket), log: btx.Bucket(logBucket), meta: btx.Bucket(metaBucket)}
-	if tx.keys == nil || tx.log == nil || tx.meta == nil {
+		keys: btx.Bucket(keysBucket), revs: btx.Bucket(revsBucket), meta: btx.Bucket(metaBucket)}
+	if tx.keys == nil || tx.revs == nil || tx.meta == nil {
 		return nil, errors.New("not a podlab store: its buckets are missing")
+	}
+	if btx.Writable() {
+		tx.revs.FillPercent = revsFillPercent
 	}
 	var err error
 	if tx.rev, err = tx.metaInt(metaRevision); err != nil {
@@ -117,11 +147,12 @@ func (tx *Tx) putMetaInt(name []byte, v int64) error {
 // the one every write of this transaction gets.
 func (tx *Tx) Revision() int64 { return tx.rev }
 
-// CompactedRevision is the revision up to which the log was compacted: the
-// log holds the events of the revisions after it.
+// CompactedRevision is the revision up to which the history was compacted:
+// watches may start from it or later.
 func (tx *Tx) CompactedRevision() int64 { return tx.compacted }
 
-// Events is how many events the log holds.
+// Events is how many events the history holds: the writes after the
+// compacted revision, which a watch can still read.
 func (tx *Tx) Events() int64 { return tx.events }
 
 // Get reads one key.
@@ -133,15 +164,45 @@ func (tx *Tx) Get(key string) (KV, bool, error) {
 }
 
 func (tx *Tx) get(key string) (KV, bool, error) {
-	b := tx.keys.Get([]byte(key))
-	if b == nil {
-		return KV{}, false, nil
+	kr, ok, err := tx.keyRecord(key)
+	if err != nil || !ok {
+		return KV{}, false, err
 	}
-	kv, err := decodeKV(key, b)
+	rec, err := tx.valueOf(key, kr, nil)
 	if err != nil {
 		return KV{}, false, fmt.Errorf("getting %s: %w", key, err)
 	}
-	return kv, true, nil
+	return kr.kv(key, rec.value), true, nil
+}
+
+// keyRecord reads a key's entry in keys.
+func (tx *Tx) keyRecord(key string) (keyRecord, bool, error) {
+	b := tx.keys.Get([]byte(key))
+	if b == nil {
+		return keyRecord{}, false, nil
+	}
+	kr, err := decodeKeyRecord(key, b)
+	return kr, err == nil, err
+}
+
+// valueOf reads the record that holds a key's current value, with c (a
+// cursor over revs, reused across a loop) or without.
+func (tx *Tx) valueOf(key string, kr keyRecord, c *bolt.Cursor) (record, error) {
+	ref := revKey(kr.mod, kr.sub)
+	var v []byte
+	if c == nil {
+		v = tx.revs.Get(ref)
+	} else if k, cv := c.Seek(ref); bytes.Equal(k, ref) {
+		v = cv
+	}
+	if v == nil {
+		return record{}, fmt.Errorf("corrupt store: the value of %s (revision %d, sub-index %d) is missing", key, kr.mod, kr.sub)
+	}
+	rec, ok := parseRecord(v)
+	if !ok || string(rec.key) != key {
+		return record{}, fmt.Errorf("corrupt store: the record at revision %d, sub-index %d is not a value of %s", kr.mod, kr.sub, key)
+	}
+	return rec, nil
 }
 
 // List reads every key that starts with prefix, in key order.
@@ -163,12 +224,18 @@ func (tx *Tx) ForEach(prefix string, fn func(KV) error) error {
 	}
 	p := []byte(prefix)
 	c := tx.keys.Cursor()
+	values := tx.revs.Cursor() // one cursor for every lookup: a B-tree descent each, no allocation
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-		kv, err := decodeKV(string(k), v)
+		key := string(k)
+		kr, err := decodeKeyRecord(key, v)
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", prefix, err)
 		}
-		if err := fn(kv); err != nil {
+		rec, err := tx.valueOf(key, kr, values)
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", prefix, err)
+		}
+		if err := fn(kr.kv(key, rec.value)); err != nil {
 			return err
 		}
 	}
@@ -176,7 +243,7 @@ func (tx *Tx) ForEach(prefix string, fn func(KV) error) error {
 }
 
 // Stat counts the keys that start with prefix and returns the latest
-// revision that wrote one of them, without copying any value: a cheap way
+// revision that wrote one of them, without reading any value: a cheap way
 // to know whether anything under a prefix changed since a revision (a
 // delete lowers the count, a create or update raises the revision).
 func (tx *Tx) Stat(prefix string) (count int, maxModRevision int64, err error) {
@@ -186,8 +253,8 @@ func (tx *Tx) Stat(prefix string) (count int, maxModRevision int64, err error) {
 	p := []byte(prefix)
 	c := tx.keys.Cursor()
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-		if len(v) < 24 {
-			return 0, 0, fmt.Errorf("corrupt store: the record of %s is %d bytes", k, len(v))
+		if len(v) != keyRecordLen {
+			return 0, 0, fmt.Errorf("corrupt store: the record of %s is %d bytes, not %d", k, len(v), keyRecordLen)
 		}
 		count++
 		maxModRevision = max(maxModRevision, int64(binary.BigEndian.Uint64(v[8:])))
@@ -200,17 +267,15 @@ func (tx *Tx) Create(key string, value []byte) (KV, error) {
 	if err := tx.checkWrite(key, value); err != nil {
 		return KV{}, fmt.Errorf("creating %q: %w", key, err)
 	}
-	if _, ok, err := tx.get(key); err != nil {
-		return KV{}, err
-	} else if ok {
+	if tx.keys.Get([]byte(key)) != nil {
 		return KV{}, fmt.Errorf("creating %s: %w", key, ErrExists)
 	}
 	rev := tx.nextRevision()
 	kv := KV{Key: key, Value: bytes.Clone(value), CreateRevision: rev, ModRevision: rev, Version: 1}
-	if err := tx.keys.Put([]byte(key), encodeKV(kv)); err != nil {
+	if err := tx.write(kv, record{typ: Added, value: value}); err != nil {
 		return KV{}, fmt.Errorf("creating %s: %w", key, err)
 	}
-	return kv, tx.appendEvent(Event{Type: Added, Revision: rev, KV: kv})
+	return kv, nil
 }
 
 // Put replaces the value of an existing key. expectModRev 0 writes
@@ -225,16 +290,21 @@ func (tx *Tx) Put(key string, value []byte, expectModRev int64) (KV, error) {
 		return KV{}, err
 	}
 	rev := tx.nextRevision()
-	kv := KV{Key: key, Value: bytes.Clone(value), CreateRevision: prev.CreateRevision,
-		ModRevision: rev, Version: prev.Version + 1}
-	if err := tx.keys.Put([]byte(key), encodeKV(kv)); err != nil {
+	kv := KV{Key: key, Value: bytes.Clone(value), CreateRevision: prev.create,
+		ModRevision: rev, Version: prev.version + 1}
+	if err := tx.write(kv, record{typ: Modified, prevRev: prev.mod, prevSub: prev.sub, value: value}); err != nil {
 		return KV{}, fmt.Errorf("putting %s: %w", key, err)
 	}
-	return kv, tx.appendEvent(Event{Type: Modified, Revision: rev, KV: kv, PrevKV: &prev})
+	if err := tx.dropReplaced(prev); err != nil {
+		return KV{}, fmt.Errorf("putting %s: %w", key, err)
+	}
+	return kv, nil
 }
 
 // Delete removes a key, with the same expectModRev rule as Put. It returns
 // the key's last value, with ModRevision set to the deletion's revision.
+// The DELETED event keeps a copy of that value: watchers need the deleted
+// object, and its record may be compacted away before they read.
 func (tx *Tx) Delete(key string, expectModRev int64) (KV, error) {
 	if err := tx.checkWrite(key, []byte{}); err != nil {
 		return KV{}, fmt.Errorf("deleting %q: %w", key, err)
@@ -243,21 +313,65 @@ func (tx *Tx) Delete(key string, expectModRev int64) (KV, error) {
 	if err != nil {
 		return KV{}, err
 	}
-	rev := tx.nextRevision()
-	if err := tx.keys.Delete([]byte(key)); err != nil {
+	last, err := tx.valueOf(key, prev, nil)
+	if err != nil {
 		return KV{}, fmt.Errorf("deleting %s: %w", key, err)
 	}
-	kv := prev
-	kv.Value = bytes.Clone(prev.Value)
+	rev := tx.nextRevision()
+	kv := prev.kv(key, last.value) // a copy, taken before revs changes
 	kv.ModRevision = rev
-	return kv, tx.appendEvent(Event{Type: Deleted, Revision: rev, KV: kv, PrevKV: &prev})
+	if err := tx.write(kv, record{typ: Deleted, prevRev: prev.mod, prevSub: prev.sub, value: kv.Value}); err != nil {
+		return KV{}, fmt.Errorf("deleting %s: %w", key, err)
+	}
+	if err := tx.dropReplaced(prev); err != nil {
+		return KV{}, fmt.Errorf("deleting %s: %w", key, err)
+	}
+	return kv, nil
 }
 
-// Compact removes the log's events up to and including revision rev, and
-// returns how many it removed. Watches from before rev then fail with
-// ErrCompacted. Compacting to a revision already compacted removes nothing
-// (etcd answers ErrCompacted there). Compaction is not a write: it does not
-// advance the revision.
+// write adds the record of one write to revs, at this transaction's
+// revision, and points the key's entry in keys at it (or removes the
+// entry, for Deleted). rec's key and counters come from kv.
+func (tx *Tx) write(kv KV, rec record) error {
+	rec.key, rec.create, rec.version = []byte(kv.Key), kv.CreateRevision, kv.Version
+	// After a Compact to this very revision, the write is not history: only
+	// a value is kept, and a deletion leaves no record.
+	history := kv.ModRevision > tx.compacted
+	if history || rec.typ != Deleted {
+		if err := tx.revs.Put(revKey(kv.ModRevision, tx.sub), rec.encode()); err != nil {
+			return err
+		}
+	}
+	sub := tx.sub
+	tx.sub++
+	if history {
+		tx.events++
+	}
+	if rec.typ == Deleted {
+		return tx.keys.Delete(rec.key)
+	}
+	kr := keyRecord{create: kv.CreateRevision, mod: kv.ModRevision, version: kv.Version, sub: sub}
+	return tx.keys.Put(rec.key, kr.encode())
+}
+
+// dropReplaced removes the record of a key's previous value once a write
+// replaced it, if compaction already passed its revision: it was kept only
+// because it was the key's current value. A record after the compacted
+// revision is history, which compaction removes in its turn.
+func (tx *Tx) dropReplaced(prev keyRecord) error {
+	if prev.mod > tx.compacted {
+		return nil
+	}
+	return tx.revs.Delete(revKey(prev.mod, prev.sub))
+}
+
+// Compact removes the history up to and including revision rev, and
+// returns how many events it removed. Watches from before rev then fail
+// with ErrCompacted. As in etcd, the records of those revisions that still
+// hold the current value of their key stay, as the key's value; the others
+// (values since replaced, deletions) go. Compacting to a revision already
+// compacted removes nothing (etcd answers ErrCompacted there). Compaction
+// is not a write: it does not advance the revision.
 func (tx *Tx) Compact(rev int64) (removed int, err error) {
 	if !tx.btx.Writable() {
 		return 0, fmt.Errorf("compacting to revision %d: %w", rev, ErrReadOnly)
@@ -268,7 +382,7 @@ func (tx *Tx) Compact(rev int64) (removed int, err error) {
 	if rev <= tx.compacted {
 		return 0, nil
 	}
-	removed, _, err = tx.removeEvents(rev, -1)
+	removed, _, err = tx.compact(rev, -1)
 	if err != nil {
 		return 0, fmt.Errorf("compacting to revision %d: %w", rev, err)
 	}
@@ -277,22 +391,23 @@ func (tx *Tx) Compact(rev int64) (removed int, err error) {
 	return removed, nil
 }
 
-// compactSlack is how far past its limit the log may grow before a write
-// compacts it: compaction runs once per slack writes, not on every write.
+// compactSlack is how far past its limit the history may grow before a
+// write compacts it: compaction runs once per slack writes, not on every
+// write.
 func compactSlack(history int) int64 {
 	return int64(max(1, min(history/10, 1000)))
 }
 
-// autoCompact keeps the log near history events: once it holds more than
-// history + slack, it removes the oldest whole revisions until at most
-// history remain. It never removes the revision being written.
+// autoCompact keeps the history near history events: once it holds more
+// than history + slack, it compacts the oldest whole revisions until at
+// most history remain. It never compacts the revision being written.
 func (tx *Tx) autoCompact() error {
 	if tx.events <= int64(tx.history)+compactSlack(tx.history) {
 		return nil
 	}
-	removed, last, err := tx.removeEvents(tx.rev-1, int(tx.events)-tx.history)
+	removed, last, err := tx.compact(tx.rev-1, int(tx.events)-tx.history)
 	if err != nil {
-		return fmt.Errorf("compacting the log: %w", err)
+		return fmt.Errorf("compacting the history: %w", err)
 	}
 	if removed > 0 {
 		tx.compacted = last
@@ -301,28 +416,46 @@ func (tx *Tx) autoCompact() error {
 	return nil
 }
 
-// removeEvents deletes the oldest events of revisions <= upTo: all of them
-// if atLeast < 0, else at least atLeast events, rounded up to a whole
-// revision. It returns how many it deleted and the last revision touched.
-func (tx *Tx) removeEvents(upTo int64, atLeast int) (int, int64, error) {
-	var keys [][]byte
+// compact takes the oldest events after the compacted revision out of the
+// history, up to revision upTo: all of them if atLeast < 0, else at least
+// atLeast events, rounded up to a whole revision. Their records go, except
+// those still pointed at by their key's entry. It returns how many events
+// it took and the last revision touched; the caller moves tx.compacted.
+func (tx *Tx) compact(upTo int64, atLeast int) (int, int64, error) {
+	var drop [][]byte
+	var n int
 	var last int64
-	c := tx.log.Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+	c := tx.revs.Cursor()
+	for k, v := c.Seek(revKey(tx.compacted+1, 0)); k != nil; k, v = c.Next() {
 		rev := revisionOf(k)
-		if rev > upTo || (atLeast >= 0 && len(keys) >= atLeast && rev != last) {
+		if rev > upTo || (atLeast >= 0 && n >= atLeast && rev != last) {
 			break
 		}
-		keys = append(keys, bytes.Clone(k))
+		n++
 		last = rev
+		rec, ok := parseRecord(v)
+		if !ok {
+			return 0, 0, fmt.Errorf("corrupt store: the record at revision %d is truncated", rev)
+		}
+		if !tx.isCurrent(rec.key, k) {
+			drop = append(drop, bytes.Clone(k))
+		}
 	}
-	for _, k := range keys {
-		if err := tx.log.Delete(k); err != nil {
+	// Deleting while a cursor walks the bucket would make it skip records.
+	for _, k := range drop {
+		if err := tx.revs.Delete(k); err != nil {
 			return 0, 0, err
 		}
 	}
-	tx.events -= int64(len(keys))
-	return len(keys), last, nil
+	tx.events -= int64(n)
+	return n, last, nil
+}
+
+// isCurrent reports whether the record at ref (revision + sub-index) holds
+// key's current value.
+func (tx *Tx) isCurrent(key, ref []byte) bool {
+	b := tx.keys.Get(key)
+	return len(b) == keyRecordLen && bytes.Equal(b[8:16], ref[:8]) && bytes.Equal(b[24:28], ref[8:12])
 }
 
 // finish writes the counters back; Update calls it before committing.
@@ -335,10 +468,12 @@ func (tx *Tx) finish() error {
 			return err
 		}
 	}
-	if tx.wrote || tx.trimmed {
+	if tx.trimmed {
 		if err := tx.putMetaInt(metaCompacted, tx.compacted); err != nil {
 			return err
 		}
+	}
+	if tx.wrote || tx.trimmed {
 		return tx.putMetaInt(metaEvents, tx.events)
 	}
 	return nil
@@ -357,22 +492,24 @@ func (tx *Tx) checkWrite(key string, value []byte) error {
 	return nil
 }
 
-func (tx *Tx) expect(doing, key string, expectModRev int64) (KV, error) {
+// expect reads the entry of a key that must exist, and checks its
+// mod_revision against expectModRev (0: any).
+func (tx *Tx) expect(doing, key string, expectModRev int64) (keyRecord, error) {
 	if expectModRev < 0 {
-		return KV{}, fmt.Errorf("%s %s: expected mod_revision %d: %w", doing, key, expectModRev, ErrBadRevision)
+		return keyRecord{}, fmt.Errorf("%s %s: expected mod_revision %d: %w", doing, key, expectModRev, ErrBadRevision)
 	}
-	kv, ok, err := tx.get(key)
+	kr, ok, err := tx.keyRecord(key)
 	if err != nil {
-		return KV{}, err
+		return keyRecord{}, fmt.Errorf("%s %s: %w", doing, key, err)
 	}
 	if !ok {
-		return KV{}, fmt.Errorf("%s %s: %w", doing, key, ErrNotFound)
+		return keyRecord{}, fmt.Errorf("%s %s: %w", doing, key, ErrNotFound)
 	}
-	if expectModRev != 0 && kv.ModRevision != expectModRev {
-		return KV{}, fmt.Errorf("%s %s: expected mod_revision %d, the store has %d: %w",
-			doing, key, expectModRev, kv.ModRevision, ErrConflict)
+	if expectModRev != 0 && kr.mod != expectModRev {
+		return keyRecord{}, fmt.Errorf("%s %s: expected mod_revision %d, the store has %d: %w",
+			doing, key, expectModRev, kr.mod, ErrConflict)
 	}
-	return kv, nil
+	return kr, nil
 }
 
 // nextRevision is the revision of this transaction's writes: the first
@@ -385,13 +522,27 @@ func (tx *Tx) nextRevision() int64 {
 	return tx.rev
 }
 
-func (tx *Tx) appendEvent(ev Event) error {
-	if err := tx.log.Put(eventKey(ev.Revision, tx.sub), encodeEvent(ev)); err != nil {
-		return fmt.Errorf("logging the event for %s: %w", ev.KV.Key, err)
+// event turns the record at rev into the Event a watcher receives, reading
+// a Modified event's previous value from its own record if revs still
+// holds it.
+func (tx *Tx) event(rev int64, rec record) Event {
+	key := string(rec.key)
+	ev := Event{Type: rec.typ, Revision: rev, KV: KV{Key: key, Value: bytes.Clone(rec.value),
+		CreateRevision: rec.create, ModRevision: rev, Version: rec.version}}
+	switch rec.typ {
+	case Deleted:
+		prev := ev.KV
+		prev.Value, prev.ModRevision = bytes.Clone(rec.value), rec.prevRev
+		ev.PrevKV = &prev
+	case Modified:
+		if v := tx.revs.Get(revKey(rec.prevRev, rec.prevSub)); v != nil {
+			if p, ok := parseRecord(v); ok && bytes.Equal(p.key, rec.key) {
+				ev.PrevKV = &KV{Key: key, Value: bytes.Clone(p.value),
+					CreateRevision: rec.create, ModRevision: rec.prevRev, Version: rec.version - 1}
+			}
+		}
 	}
-	tx.sub++
-	tx.events++
-	return nil
+	return ev
 }
 
 // checkKey accepts etcd-style keys: "/registry/pods/default/web".
@@ -408,143 +559,120 @@ func checkKey(key string) error {
 	return nil
 }
 
-// eventKey is the log's key for an event: revision then sub-index, both
-// big-endian, so that the log's byte order is revision order.
-func eventKey(rev int64, sub uint32) []byte {
+// revKey is the key of a record in revs: revision then sub-index, both
+// big-endian, so that the bucket's byte order is revision order.
+func revKey(rev int64, sub uint32) []byte {
 	k := binary.BigEndian.AppendUint64(make([]byte, 0, 12), uint64(rev))
 	return binary.BigEndian.AppendUint32(k, sub)
 }
 
-func revisionOf(eventKey []byte) int64 {
-	return int64(binary.BigEndian.Uint64(eventKey[:8]))
+func revisionOf(revKey []byte) int64 {
+	return int64(binary.BigEndian.Uint64(revKey[:8]))
 }
 
-func encodeKV(kv KV) []byte {
-	b := make([]byte, 0, 24+len(kv.Value))
-	b = appendCounters(b, kv)
-	return append(b, kv.Value...)
+// keyRecord is a live key's entry in keys (keyRecordLen bytes):
+// create_revision, mod_revision and version (8 bytes each, big-endian),
+// then the sub-index (4 bytes) that, with mod_revision, is the key of its
+// value's record in revs.
+type keyRecord struct {
+	create, mod, version int64
+	sub                  uint32
 }
 
-func decodeKV(key string, b []byte) (KV, error) {
-	if len(b) < 24 {
-		return KV{}, fmt.Errorf("corrupt store: the record of %s is %d bytes", key, len(b))
+const keyRecordLen = 28
+
+func (kr keyRecord) encode() []byte {
+	b := make([]byte, 0, keyRecordLen)
+	b = binary.BigEndian.AppendUint64(b, uint64(kr.create))
+	b = binary.BigEndian.AppendUint64(b, uint64(kr.mod))
+	b = binary.BigEndian.AppendUint64(b, uint64(kr.version))
+	return binary.BigEndian.AppendUint32(b, kr.sub)
+}
+
+func decodeKeyRecord(key string, b []byte) (keyRecord, error) {
+	if len(b) != keyRecordLen {
+		return keyRecord{}, fmt.Errorf("corrupt store: the record of %s is %d bytes, not %d", key, len(b), keyRecordLen)
 	}
-	return KV{
-		Key:            key,
-		CreateRevision: int64(binary.BigEndian.Uint64(b[0:])),
-		ModRevision:    int64(binary.BigEndian.Uint64(b[8:])),
-		Version:        int64(binary.BigEndian.Uint64(b[16:])),
-		Value:          bytes.Clone(b[24:]),
+	return keyRecord{
+		create:  int64(binary.BigEndian.Uint64(b[0:])),
+		mod:     int64(binary.BigEndian.Uint64(b[8:])),
+		version: int64(binary.BigEndian.Uint64(b[16:])),
+		sub:     binary.BigEndian.Uint32(b[24:]),
 	}, nil
 }
 
-func appendCounters(b []byte, kv KV) []byte {
-	b = binary.BigEndian.AppendUint64(b, uint64(kv.CreateRevision))
-	b = binary.BigEndian.AppendUint64(b, uint64(kv.ModRevision))
-	return binary.BigEndian.AppendUint64(b, uint64(kv.Version))
+// kv is the key with a copy of value.
+func (kr keyRecord) kv(key string, value []byte) KV {
+	return KV{Key: key, Value: bytes.Clone(value), CreateRevision: kr.create, ModRevision: kr.mod, Version: kr.version}
 }
 
-// encodeEvent: type (1 byte: A, M, D), key length (uvarint), key, the KV's
-// counters (24 bytes), value length (uvarint), value, then 0, or 1 and the
-// previous KV's counters, value length and value.
-func encodeEvent(ev Event) []byte {
-	n := 1 + 10 + len(ev.KV.Key) + 24 + 10 + len(ev.KV.Value) + 1
-	if ev.PrevKV != nil {
-		n += 24 + 10 + len(ev.PrevKV.Value)
-	}
-	b := make([]byte, 0, n)
-	b = append(b, ev.Type[0])
-	b = binary.AppendUvarint(b, uint64(len(ev.KV.Key)))
-	b = append(b, ev.KV.Key...)
-	b = appendCounters(b, ev.KV)
-	b = binary.AppendUvarint(b, uint64(len(ev.KV.Value)))
-	b = append(b, ev.KV.Value...)
-	if ev.PrevKV == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	b = appendCounters(b, *ev.PrevKV)
-	b = binary.AppendUvarint(b, uint64(len(ev.PrevKV.Value)))
-	return append(b, ev.PrevKV.Value...)
+// record is one record of revs: what one write did. Its mod_revision is
+// the revision in its key. Decoded by parseRecord, its slices point into
+// bbolt's memory, valid until the transaction ends.
+type record struct {
+	typ             EventType
+	key             []byte
+	create, version int64
+	// prevRev and prevSub (Modified and Deleted) name the record of the
+	// key's previous value; prevRev is that value's mod_revision.
+	prevRev int64
+	prevSub uint32
+	// value is the value written; for Deleted, the key's last value.
+	value []byte
 }
 
-// eventReader decodes encodeEvent's fields in order; the first short read
-// sets bad.
-type eventReader struct {
-	b   []byte
-	bad bool
+// encode: type (1 byte: A, M, D), key length (uvarint), key,
+// create_revision and version (8 bytes each), for M and D the previous
+// value's revision and sub-index (8 and 4 bytes), then the value: the rest.
+func (r record) encode() []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(r.key)+16+12+len(r.value))
+	b = append(b, r.typ[0])
+	b = binary.AppendUvarint(b, uint64(len(r.key)))
+	b = append(b, r.key...)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.create))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.version))
+	if r.typ != Added {
+		b = binary.BigEndian.AppendUint64(b, uint64(r.prevRev))
+		b = binary.BigEndian.AppendUint32(b, r.prevSub)
+	}
+	return append(b, r.value...)
 }
 
-func (r *eventReader) bytes(n uint64) []byte {
-	if r.bad || uint64(len(r.b)) < n {
-		r.bad = true
-		return nil
+// parseRecord decodes encode's fields without copying; ok is false for a
+// truncated record or an unknown type.
+func parseRecord(b []byte) (r record, ok bool) {
+	if len(b) < 1 {
+		return record{}, false
 	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *eventReader) uvarint() uint64 {
-	if r.bad {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.bad = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *eventReader) kv(key string) KV {
-	c := r.bytes(24)
-	if r.bad {
-		return KV{}
-	}
-	kv := KV{Key: key,
-		CreateRevision: int64(binary.BigEndian.Uint64(c[0:])),
-		ModRevision:    int64(binary.BigEndian.Uint64(c[8:])),
-		Version:        int64(binary.BigEndian.Uint64(c[16:])),
-	}
-	kv.Value = bytes.Clone(r.bytes(r.uvarint()))
-	if kv.Value == nil {
-		kv.Value = []byte{}
-	}
-	return kv
-}
-
-// eventKeyOf reads only an encoded event's key, to filter by prefix before
-// copying values.
-func eventKeyOf(b []byte) []byte {
-	r := eventReader{b: b}
-	r.bytes(1)
-	return r.bytes(r.uvarint())
-}
-
-func decodeEvent(rev int64, b []byte) (Event, error) {
-	r := eventReader{b: b}
-	ev := Event{Revision: rev}
-	switch t := r.bytes(1); {
-	case r.bad:
-	case t[0] == 'A':
-		ev.Type = Added
-	case t[0] == 'M':
-		ev.Type = Modified
-	case t[0] == 'D':
-		ev.Type = Deleted
+	switch b[0] {
+	case 'A':
+		r.typ = Added
+	case 'M':
+		r.typ = Modified
+	case 'D':
+		r.typ = Deleted
 	default:
-		return Event{}, fmt.Errorf("corrupt store: event at revision %d has type %q", rev, t)
+		return record{}, false
 	}
-	key := string(r.bytes(r.uvarint()))
-	ev.KV = r.kv(key)
-	if hasPrev := r.bytes(1); !r.bad && hasPrev[0] == 1 {
-		prev := r.kv(key)
-		ev.PrevKV = &prev
+	n, w := binary.Uvarint(b[1:])
+	if w <= 0 || n > uint64(len(b)) {
+		return record{}, false
 	}
-	if r.bad {
-		return Event{}, fmt.Errorf("corrupt store: event at revision %d is truncated", rev)
+	b = b[1+w:]
+	fixed := uint64(16)
+	if r.typ != Added {
+		fixed += 12
 	}
-	return ev, nil
+	if uint64(len(b)) < n+fixed {
+		return record{}, false
+	}
+	r.key, b = b[:n], b[n:]
+	r.create = int64(binary.BigEndian.Uint64(b[0:]))
+	r.version = int64(binary.BigEndian.Uint64(b[8:]))
+	if r.typ != Added {
+		r.prevRev = int64(binary.BigEndian.Uint64(b[16:]))
+		r.prevSub = binary.BigEndian.Uint32(b[24:])
+	}
+	r.value = b[fixed:]
+	return r, true
 }

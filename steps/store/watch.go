@@ -13,8 +13,9 @@ import (
 )
 
 const (
-	// watchBatch bounds the events one look at the log reads (rounded up to
-	// a whole revision), so that a watcher far behind holds the file briefly.
+	// watchBatch bounds the events one look at the history reads (rounded
+	// up to a whole revision), so that a watcher far behind holds the file
+	// briefly.
 	watchBatch = 1000
 	// pollWithoutInotify is how often a watcher looks when inotify fails.
 	pollWithoutInotify = 25 * time.Millisecond
@@ -44,13 +45,13 @@ func (w *Watcher) Err() error {
 // Watch delivers every event with a revision after afterRev whose key
 // starts with prefix, in order, then the events of later writes as they
 // happen, from this process or any other. It fails at once with
-// ErrCompacted if the log no longer holds the events after afterRev.
+// ErrCompacted if the history no longer holds the events after afterRev.
 //
-// The watcher reads the log itself, by revision, so it never misses an
-// event: notifications only tell it when to look. It looks when this
-// process writes, when inotify reports that the file was modified (another
-// process wrote), and every 100ms in case a notification was lost (every
-// 25ms without inotify).
+// The watcher reads the history (bucket revs) itself, by revision, so it
+// never misses an event: notifications only tell it when to look. It looks
+// when this process writes, when inotify reports that the file was modified
+// (another process wrote), and every 100ms in case a notification was lost
+// (every 25ms without inotify).
 func (s *Store) Watch(ctx context.Context, prefix string, afterRev int64) (*Watcher, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("watching %s: %w", prefix, err)
@@ -69,7 +70,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, afterRev int64) (*Watc
 		return nil, fmt.Errorf("watching %s: %w", prefix, err)
 	}
 	if afterRev < compacted {
-		return nil, fmt.Errorf("watching %s from revision %d: the log was compacted up to revision %d: %w",
+		return nil, fmt.Errorf("watching %s from revision %d: the history was compacted up to revision %d: %w",
 			prefix, afterRev, compacted, ErrCompacted)
 	}
 	w := &Watcher{events: make(chan Event, 128)}
@@ -125,8 +126,8 @@ func (w *Watcher) run(ctx context.Context, s *Store, prefix string, last int64) 
 }
 
 // readLog reads the events after revision after whose key starts with
-// prefix, at most about limit events. upTo is the revision read up to; more
-// says the limit stopped it.
+// prefix, at most about limit events, from the records of revs. upTo is the
+// revision read up to; more says the limit stopped it.
 func (s *Store) readLog(ctx context.Context, prefix string, after int64, limit int) (evs []Event, upTo int64, more bool, err error) {
 	p := []byte(prefix)
 	err = s.do(ctx, false, false, func(db *bolt.DB) error {
@@ -136,13 +137,13 @@ func (s *Store) readLog(ctx context.Context, prefix string, after int64, limit i
 				return err
 			}
 			if after < tx.compacted {
-				return fmt.Errorf("watching %s: the watcher is at revision %d and the log was compacted up to revision %d: %w",
+				return fmt.Errorf("watching %s: the watcher is at revision %d and the history was compacted up to revision %d: %w",
 					prefix, after, tx.compacted, ErrCompacted)
 			}
 			upTo = after
 			n := 0
-			c := tx.log.Cursor()
-			for k, v := c.Seek(eventKey(after+1, 0)); k != nil; k, v = c.Next() {
+			c := tx.revs.Cursor()
+			for k, v := c.Seek(revKey(after+1, 0)); k != nil; k, v = c.Next() {
 				rev := revisionOf(k)
 				if n >= limit && rev != upTo {
 					more = true
@@ -150,14 +151,13 @@ func (s *Store) readLog(ctx context.Context, prefix string, after int64, limit i
 				}
 				upTo = rev
 				n++
-				if !bytes.HasPrefix(eventKeyOf(v), p) {
-					continue
+				rec, ok := parseRecord(v)
+				if !ok {
+					return fmt.Errorf("corrupt store: the record at revision %d is truncated", rev)
 				}
-				ev, err := decodeEvent(rev, v)
-				if err != nil {
-					return err
+				if bytes.HasPrefix(rec.key, p) {
+					evs = append(evs, tx.event(rev, rec))
 				}
-				evs = append(evs, ev)
 			}
 			if !more {
 				upTo = max(upTo, tx.rev)
