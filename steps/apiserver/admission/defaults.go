@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -47,7 +48,38 @@ func Default(obj runtime.Object) []string {
 type defaulter struct{ notes []string }
 
 func (d *defaulter) set(path string, value any, why ...string) {
-	note := fmt.Sprintf("set %s=%v", path, value)
+	// Every create runs this a dozen times or more: format the common
+	// kinds of values without fmt's reflection.
+	var v string
+	switch x := value.(type) {
+	case string:
+		v = x
+	case bool:
+		v = strconv.FormatBool(x)
+	case int:
+		v = strconv.Itoa(x)
+	case int32:
+		v = strconv.FormatInt(int64(x), 10)
+	case int64:
+		v = strconv.FormatInt(x, 10)
+	case corev1.RestartPolicy:
+		v = string(x)
+	case corev1.DNSPolicy:
+		v = string(x)
+	case corev1.PullPolicy:
+		v = string(x)
+	case corev1.TerminationMessagePolicy:
+		v = string(x)
+	case corev1.PodPhase:
+		v = string(x)
+	case corev1.PodQOSClass:
+		v = string(x)
+	case corev1.PreemptionPolicy:
+		v = string(x)
+	default:
+		v = fmt.Sprint(value)
+	}
+	note := "set " + path + "=" + v
 	if len(why) > 0 {
 		note += " (" + strings.Join(why, ", ") + ")"
 	}
