@@ -35,6 +35,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
   store            the raw store: keys, revisions, watch (etcd's role)
   auth can-i       ask RBAC what a user may do
   node add         add a node with declared capacity
+  scheduler        binds pending pods to nodes: filter, score, bind (steps 4-5)
 
   registry serve   the image registry the runtime pulls from (step 9)
   pull             the container runtime pulls an image into its content store (step 9)
@@ -76,6 +77,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			nodeCommand,
 			authCommand,
 			storeCommand,
+			schedulerCommand,
 			registryCommand,
 			pullCommand,
 			imagesCommand,

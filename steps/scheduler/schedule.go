@@ -1,0 +1,272 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// SchedulerName is the name pods ask for in spec.schedulerName (the API
+// server's defaulting sets it); pods asking for another scheduler are left
+// to it.
+const SchedulerName = corev1.DefaultSchedulerName
+
+// ErrNoNodesAvailable is the scheduling failure when the cluster has no
+// nodes at all (kube-scheduler's message, word for word).
+var ErrNoNodesAvailable = errors.New("no nodes available to schedule pods")
+
+// FitError says why no node could take a pod: for each reason, how many
+// nodes gave it. Each node counts the reasons of its first failing filter
+// only, since the filters stop there.
+type FitError struct {
+	Pod         string // namespace/name
+	NumAllNodes int
+	Reasons     map[string]int
+}
+
+// Error is kube-scheduler's message, as it appears in the FailedScheduling
+// event and the PodScheduled condition:
+//
+//	0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {gpu: true}.
+//
+// "count reason" strings are sorted as text, as kube-scheduler sorts them.
+// kube-scheduler then appends what its PostFilter plugins said
+// ("preemption: 0/3 nodes are available: ..."); podlab runs no PostFilter
+// (it does not preempt), so the message stops after the first sentence.
+func (f *FitError) Error() string {
+	parts := make([]string, 0, len(f.Reasons))
+	for reason, n := range f.Reasons {
+		parts = append(parts, fmt.Sprintf("%d %s", n, reason))
+	}
+	sort.Strings(parts)
+	msg := fmt.Sprintf("0/%d nodes are available:", f.NumAllNodes)
+	if len(parts) > 0 {
+		msg += " " + strings.Join(parts, ", ") + "."
+	}
+	return msg
+}
+
+// WeightedScore is a score plugin with its weight in a profile.
+type WeightedScore struct {
+	Plugin ScorePlugin
+	Weight int64
+}
+
+// Profile is the plugins a scheduling cycle runs, in order: kube-scheduler's
+// KubeSchedulerProfile, cut down to what podlab implements.
+type Profile struct {
+	Filters []FilterPlugin
+	Scores  []WeightedScore
+}
+
+// DefaultProfile is kube-scheduler's default profile, for the plugins podlab
+// has: in kube-scheduler's order, the score plugins with their default
+// weights.
+func DefaultProfile() Profile {
+	return Profile{
+		Filters: []FilterPlugin{
+			NodeUnschedulable{},
+			NodeName{},
+			TaintToleration{},
+			NodeAffinity{},
+			NodeResourcesFit{},
+		},
+		Scores: []WeightedScore{
+			{TaintToleration{}, 3},
+			{NodeResourcesFit{}, 1},
+			{NodeResourcesBalancedAllocation{}, 1},
+			{ImageLocality{}, 1},
+		},
+	}
+}
+
+// Result is one scheduling cycle of one pod: the table of nodes by plugins,
+// and the node chosen.
+type Result struct {
+	Pod string // namespace/name
+	// Requests are the pod's requests (PodRequests); ScoringRequests with
+	// the defaults the scores count for containers that state none.
+	Requests        Resources
+	ScoringRequests Resources
+	Filters         []string      // the filter plugins' names, in the order they ran
+	Scores          []ScoreColumn // the score plugins, in order
+	Nodes           []NodeResult  // one per node, by name
+	// Feasible is how many nodes passed every filter.
+	Feasible int
+	// Scored is false when the cycle did not score: with one feasible node
+	// (or none), kube-scheduler skips scoring.
+	Scored bool
+	// Node is the node chosen, "" when the pod is unschedulable.
+	Node string
+	// Ties is how many nodes had the best total (Node was drawn among them
+	// at random).
+	Ties int
+}
+
+// ScoreColumn is one score plugin of a Result.
+type ScoreColumn struct {
+	Name   string
+	Weight int64
+	// Skipped: the plugin's PreScore skipped it for this pod; its scores
+	// are 0.
+	Skipped bool
+}
+
+// NodeResult is one node's row of the table.
+type NodeResult struct {
+	Name string
+	// Filters holds, per filter plugin, its reasons (nil: passed).
+	// FiltersRun is how many ran: those after the first failure did not.
+	Filters    [][]string
+	FiltersRun int
+	Feasible   bool
+	// Scores holds, per score plugin, its normalized score before the
+	// weight (nil when the node was filtered out or the cycle did not
+	// score); Total the weighted sum.
+	Scores []int64
+	Total  int64
+	// ImpliedTaints are the taints assumed from the node's conditions (see
+	// ImpliedTaints).
+	ImpliedTaints []corev1.Taint
+}
+
+// Option configures Schedule and New.
+type Option func(*options)
+
+type options struct {
+	rand    *rand.Rand
+	profile *Profile
+	report  func(Decision)
+	warn    func(error)
+	backoff [2]time.Duration
+}
+
+// WithRand sets the random source that breaks ties between nodes with the
+// same best total (default: seeded from the system's randomness).
+func WithRand(r *rand.Rand) Option { return func(o *options) { o.rand = r } }
+
+// WithProfile replaces DefaultProfile.
+func WithProfile(p Profile) Option { return func(o *options) { o.profile = &p } }
+
+func buildOptions(opts []Option) options {
+	o := options{backoff: [2]time.Duration{PodInitialBackoff, PodMaxBackoff}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.rand == nil {
+		o.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if o.profile == nil {
+		p := DefaultProfile()
+		o.profile = &p
+	}
+	return o
+}
+
+// Schedule runs one scheduling cycle for pod over nodes, where podsOnNodes
+// are the pods already bound to each node (by node name): the filters, then
+// the scores of the nodes that passed, then the choice. It writes nothing
+// anywhere. The error is a *FitError (or ErrNoNodesAvailable) when no node
+// can take the pod; the Result has the table either way.
+func Schedule(pod *corev1.Pod, nodes []*corev1.Node, podsOnNodes map[string][]*corev1.Pod, opts ...Option) (Result, error) {
+	o := buildOptions(opts)
+	return o.profile.Schedule(NewPodInfo(pod), snapshotOf(nodes, podsOnNodes), o.rand)
+}
+
+// Schedule runs the profile's cycle for p on the snapshot s, breaking ties
+// with rng.
+func (pr Profile) Schedule(p *PodInfo, s *Snapshot, rng *rand.Rand) (Result, error) {
+	r := Result{Pod: p.Key(), Requests: p.Requests, ScoringRequests: p.NonZeroRequests, Nodes: make([]NodeResult, len(s.Nodes))}
+	for _, f := range pr.Filters {
+		r.Filters = append(r.Filters, f.Name())
+	}
+	for _, sc := range pr.Scores {
+		col := ScoreColumn{Name: sc.Plugin.Name(), Weight: sc.Weight}
+		if ps, ok := sc.Plugin.(PreScorer); ok {
+			col.Skipped = ps.PreScore(p)
+		}
+		r.Scores = append(r.Scores, col)
+	}
+	if len(s.Nodes) == 0 {
+		return r, ErrNoNodesAvailable
+	}
+
+	// Filter: every node, every filter until one fails.
+	fit := &FitError{Pod: r.Pod, NumAllNodes: len(s.Nodes), Reasons: map[string]int{}}
+	var feasible []int
+	for i, n := range s.Nodes {
+		row := NodeResult{Name: n.Name(), Filters: make([][]string, len(pr.Filters)), ImpliedTaints: n.ImpliedTaints}
+		row.Feasible = true
+		for j, f := range pr.Filters {
+			row.FiltersRun = j + 1
+			if reasons := f.Filter(p, n); len(reasons) > 0 {
+				row.Filters[j] = reasons
+				row.Feasible = false
+				for _, reason := range reasons {
+					fit.Reasons[reason]++
+				}
+				break
+			}
+		}
+		if row.Feasible {
+			feasible = append(feasible, i)
+		}
+		r.Nodes[i] = row
+	}
+	r.Feasible = len(feasible)
+	switch len(feasible) {
+	case 0:
+		return r, fit
+	case 1:
+		r.Node, r.Ties = r.Nodes[feasible[0]].Name, 1
+		return r, nil
+	}
+
+	// Score the feasible nodes: each plugin over all of them, normalized,
+	// then weighted into the totals.
+	r.Scored = true
+	for _, i := range feasible {
+		r.Nodes[i].Scores = make([]int64, len(pr.Scores))
+	}
+	scores := make([]int64, len(feasible))
+	for k, sc := range pr.Scores {
+		if r.Scores[k].Skipped {
+			continue
+		}
+		for j, i := range feasible {
+			scores[j] = sc.Plugin.Score(p, s.Nodes[i], s)
+		}
+		if norm, ok := sc.Plugin.(ScoreNormalizer); ok {
+			norm.NormalizeScores(scores)
+		}
+		for j, i := range feasible {
+			r.Nodes[i].Scores[k] = scores[j]
+			r.Nodes[i].Total += scores[j] * sc.Weight
+		}
+	}
+
+	// Select: the best total; ties broken by reservoir sampling, as
+	// kube-scheduler's selectHost: the k-th node with the best total so far
+	// replaces the choice with probability 1/k, so each tied node is chosen
+	// with the same probability in one pass.
+	best := feasible[0]
+	r.Ties = 1
+	for _, i := range feasible[1:] {
+		switch t := r.Nodes[i].Total; {
+		case t > r.Nodes[best].Total:
+			best, r.Ties = i, 1
+		case t == r.Nodes[best].Total:
+			r.Ties++
+			if rng.IntN(r.Ties) == 0 {
+				best = i
+			}
+		}
+	}
+	r.Node = r.Nodes[best].Name
+	return r, nil
+}
