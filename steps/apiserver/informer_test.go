@@ -111,3 +111,33 @@ func TestRecorderCountsRepeats(t *testing.T) {
 		t.Errorf("event counts %v, want FailedScheduling x3 and Scheduled x1", counts)
 	}
 }
+
+func TestWatchSelectorEntersAndLeaves(t *testing.T) {
+	s, _ := testServer(t)
+	admin := as(t, s, "admin")
+	p := mustCreate(t, admin, testPod("web")).(*corev1.Pod)
+	w, err := admin.Watch(ctx(t), "pods", "default", ListOptions{LabelSelector: "tier=front", ResourceVersion: p.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Labels["tier"] = "front"
+	p2, err := admin.Update(ctx(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = p2.(*corev1.Pod)
+	p.Labels["tier"] = "back"
+	if _, err := admin.Update(ctx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ev := range w.Events() {
+		got = append(got, string(ev.Type)+" "+ev.Object.GetLabels()["tier"])
+		if len(got) == 2 {
+			break
+		}
+	}
+	if strings.Join(got, ",") != "ADDED front,DELETED front" {
+		t.Errorf("a pod entering then leaving the selector gave %v, want ADDED then DELETED", got)
+	}
+}

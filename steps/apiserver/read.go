@@ -88,6 +88,8 @@ func parseSelectors(opts ListOptions) (selector, error) {
 	return s, nil
 }
 
+func (s selector) empty() bool { return s.labels.Empty() && s.fields.Empty() }
+
 func (s selector) matches(obj Object) bool {
 	if !s.labels.Empty() && !s.labels.Matches(labels.Set(obj.GetLabels())) {
 		return false
@@ -245,11 +247,28 @@ func (w *watcher) run(ctx context.Context, res Resource, sw *store.Watcher, sel 
 			w.err = err
 			return
 		}
-		if !sel.matches(obj) {
+		typ := EventType(ev.Type)
+		if !sel.empty() && ev.Type == store.Modified {
+			// As kube-apiserver's watch cache does: an object that starts
+			// matching the selector is ADDED, one that stops is DELETED.
+			prevMatched := false
+			if ev.PrevKV != nil {
+				if prev, err := decode(res, ev.PrevKV.Value, ev.Revision); err == nil {
+					prevMatched = sel.matches(prev)
+					if prevMatched && !sel.matches(obj) {
+						typ, obj = Deleted, prev
+					}
+				}
+			}
+			if !prevMatched && sel.matches(obj) {
+				typ = Added
+			}
+		}
+		if typ != Deleted && !sel.matches(obj) {
 			continue
 		}
 		select {
-		case w.events <- WatchEvent{Type: EventType(ev.Type), Object: obj}:
+		case w.events <- WatchEvent{Type: typ, Object: obj}:
 		case <-ctx.Done():
 			return
 		}
