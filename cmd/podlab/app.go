@@ -36,6 +36,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
   auth can-i       ask RBAC what a user may do
   node add         add a node with declared capacity
   scheduler        binds pending pods to nodes: filter, score, bind (steps 4-5)
+  controller-manager  Deployments to ReplicaSets to Pods, and garbage collection
 
   registry serve   the image registry the runtime pulls from (step 9)
   pull             the container runtime pulls an image into its content store (step 9)
@@ -78,6 +79,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			authCommand,
 			storeCommand,
 			schedulerCommand,
+			controllerManagerCommand,
 			registryCommand,
 			pullCommand,
 			imagesCommand,

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/internal/klog"
+	"github.com/podlab/podlab/steps/controllers"
+)
+
+var controllerManagerCommand = &cli.Command{
+	Name:      "controller-manager",
+	Usage:     "run kube-controller-manager: Deployments make ReplicaSets, ReplicaSets make pods (steps 4 and 5 of a Deployment)",
+	ArgsUsage: "[--once] [--verbosity N]",
+	Description: `"podlab create deployment web --image nginx:1.25 --replicas 3" only stores a
+Deployment: the API server says "created", and no pod exists yet. Steps 4
+and 5 of the Deployment chain belong to kube-controller-manager, which
+watches the API server and writes the results back to it.
+
+It runs controllers, each the same loop (the controller pattern):
+  watch     an informer lists deployments, replicasets and pods once, then
+            watches them; every change puts a key (default/web) in a queue
+  compare   a worker reads the object from the informer's copy: what its
+            spec asks for against what exists
+  act       it closes the gap through the API server, as the user
+            system:kube-controller-manager (RBAC checks every write)
+  repeat    a write that loses a race (409 Conflict) is retried later with
+            the fresh object; a missed event does no harm, since each sync
+            looks at the whole state
+
+The Deployment controller makes a ReplicaSet named web-<pod-template-hash>:
+the hash of the pod template (FNV-1a over its go-spew dump, as Kubernetes
+computes it, so the name matches a real cluster's), also put as the label
+pod-template-hash on the ReplicaSet, its selector and its pods. The
+ReplicaSet carries an owner reference to the Deployment (controller: true)
+and the annotations deployment.kubernetes.io/revision, desired-replicas and
+max-replicas. Changing the template makes a new ReplicaSet: a rolling update
+grows it and shrinks the old one step by step, within maxSurge extra pods
+and maxUnavailable missing Ready pods (Recreate: all old pods go first).
+
+The ReplicaSet controller creates the pods from the template (names
+web-<hash>-<5 random characters>, made by the API server from
+generateName), and deletes the surplus, cheapest first: unscheduled,
+pending, not Ready, newest. The garbage collector deletes what has lost
+its owner: delete the Deployment, and its ReplicaSets go, then their pods.
+
+The log is klog's, the format of every Kubernetes component, as
+kube-controller-manager -v=4 prints it:
+  I0528 08:01:29.555150   12345 deployment_controller.go:189] "Adding deployment" logger="deployment-controller" deployment="default/web"
+  severity, month+day, time, process id, then the Kubernetes source file and
+  line that logs this message (v1.33; podlab reproduces it), the message,
+  and key=value pairs. --verbosity 2 shows only the actions.
+
+--once lists everything, lets each controller handle it, and repeats while
+something changed (what the Deployment controller writes is work for the
+ReplicaSet controller), then exits. Without it, it runs until Ctrl-C.
+The pods it creates wait for a node: run "podlab scheduler" next.`,
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "once", Usage: "sync everything until nothing changes, then exit"},
+		&cli.IntFlag{Name: "verbosity", Value: 4, Usage: "klog verbosity, kube-controller-manager's --v (2: actions only, 4: every event and sync)"},
+	},
+	Action: func(c *cli.Context) error {
+		s, err := openAPIAs(c, false, controllers.User)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		w := c.App.Writer
+		m := controllers.New(s.client, klog.New(w, klog.WithVerbosity(c.Int("verbosity"))))
+		if c.Bool("once") {
+			rep, err := m.Once(c.Context)
+			printControllerReport(w, rep)
+			return err
+		}
+		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		fmt.Fprintln(w, "kube-controller-manager (as system:kube-controller-manager): watching deployments, replicasets and pods. Ctrl-C stops it.")
+		return m.Run(ctx)
+	},
+}
+
+// printControllerReport sums up a --once run in Kubernetes terms.
+func printControllerReport(w io.Writer, rep *controllers.Report) {
+	if rep == nil {
+		return
+	}
+	state := "settled: nothing left to do"
+	if !rep.Settled {
+		state = "not settled"
+	}
+	fmt.Fprintf(w, "\ncontroller-manager --once: %d passes, %d writes through the API server, %s\n", rep.Passes, rep.Writes, state)
+	list := func(what string, items []string) {
+		if len(items) > 0 {
+			fmt.Fprintf(w, "  %-20s %s\n", what, strings.Join(items, ", "))
+		}
+	}
+	list("replicasets created", rep.ReplicaSetsCreated)
+	for _, e := range rep.ScalingEvents {
+		fmt.Fprintf(w, "  %-20s %s\n", "ScalingReplicaSet", e)
+	}
+	list("pods created", rep.PodsCreated)
+	list("pods deleted", rep.PodsDeleted)
+	list("garbage collected", rep.Collected)
+	if len(rep.PodsCreated) > 0 {
+		fmt.Fprintln(w, "the new pods have no node yet: podlab scheduler --once; see them with podlab get replicasets, podlab get pods, podlab describe deployment")
+	}
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/podlab/podlab/internal/cliargs"
+)
+
+// controllerManagerApp runs podlab with the controller-manager command in
+// it (whether or not app.go lists it yet).
+func controllerManagerApp(t *testing.T, state string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	app := newApp(strings.NewReader(""), &out, &errOut)
+	if app.Command("controller-manager") == nil {
+		app.Commands = append(app.Commands, controllerManagerCommand)
+	}
+	err := app.Run(cliargs.FlagsFirst(app, append([]string{"podlab", "--state-dir", state}, args...)))
+	return out.String() + errOut.String(), err
+}
+
+func TestControllerManagerOnce(t *testing.T) {
+	state := t.TempDir()
+	mustPodlab(t, state, "init")
+	mustPodlab(t, state, "create", "deployment", "web", "--image", "nginx:1.25", "--replicas", "2")
+
+	out, err := controllerManagerApp(t, state, "controller-manager", "--once")
+	if err != nil {
+		t.Fatalf("controller-manager --once: %v\n%s", err, out)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^I\d{4} \d\d:\d\d:\d\d\.\d{6} [ \d]{7} deployment_controller\.go:189\] "Adding deployment" logger="deployment-controller" deployment="default/web"$`),
+		regexp.MustCompile(`deployment_util\.go:262\] "Updating replica set revision" logger="deployment-controller" replicaSet="default/web-[4-9bcdf]+" newRevision="1"`),
+		regexp.MustCompile(`replica_set\.go:590\] "Too few replicas" logger="replicaset-controller" replicaSet="default/web-[4-9bcdf]+" need=2 creating=2`),
+		regexp.MustCompile(`controller-manager --once: \d+ passes, \d+ writes through the API server, settled`),
+		regexp.MustCompile(`ScalingReplicaSet +Scaled up replica set web-[4-9bcdf]+ from 0 to 2`),
+		regexp.MustCompile(`pods created +default/web-[4-9bcdf]+-\w{5}, default/web-[4-9bcdf]+-\w{5}`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("controller-manager --once does not match %s:\n%s", want, out)
+		}
+	}
+
+	// At --verbosity 2 only the actions are logged.
+	mustPodlab(t, state, "scale", "deployment/web", "--replicas", "1")
+	out, err = controllerManagerApp(t, state, "controller-manager", "--once", "--verbosity", "2")
+	if err != nil {
+		t.Fatalf("controller-manager --once --verbosity 2: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "Started syncing deployment") || !strings.Contains(out, `"Too many replicas"`) {
+		t.Errorf("--verbosity 2 printed the wrong lines:\n%s", out)
+	}
+}
+
+func TestControllerManagerFailsAsViewer(t *testing.T) {
+	state := t.TempDir()
+	mustPodlab(t, state, "init")
+	mustPodlab(t, state, "create", "deployment", "web", "--image", "nginx:1.25")
+	out, err := controllerManagerApp(t, state, "controller-manager", "--once", "--as", "viewer")
+	if err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Fatalf("as viewer: err %v, want forbidden\n%s", err, out)
+	}
+}
