@@ -140,3 +140,15 @@ func kindName(obj apiserver.Object) string {
 	}
 	return strings.ToLower(kind) + "/" + obj.GetName()
 }
+
+// podFlag, with containerFlag and namespaceFlag, turns a runtime command
+// into one stage of a kubelet's work on a pod: podlab pull --pod web does
+// what the kubelet of web's node would do, and records it in the pod's
+// status and events (lessons: walking a pod by hand).
+func podFlag() cli.Flag {
+	return &cli.StringFlag{Name: "pod", Usage: "do this stage for `POD` as its node's kubelet would, and record it in the pod's status"}
+}
+
+func containerFlag() cli.Flag {
+	return &cli.StringFlag{Name: "container", Aliases: []string{"c"}, Usage: "with --pod: the container (default: the one whose stage this is)"}
+}

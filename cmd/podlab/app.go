@@ -37,6 +37,9 @@ Kubernetes terms and where its artifacts are, so you can open them:
   node add         add a node with declared capacity
   scheduler        binds pending pods to nodes: filter, score, bind (steps 4-5)
   controller-manager  Deployments to ReplicaSets to Pods, and garbage collection
+  kubelet          a node's agent: runs the pods bound to it through the runtime
+                   steps below, and reports their status (steps 6-8, 14-16)
+  logs             a container's log, from its node
 
   registry serve   the image registry the runtime pulls from (step 9)
   pull             the container runtime pulls an image into its content store (step 9)
@@ -80,6 +83,8 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			storeCommand,
 			schedulerCommand,
 			controllerManagerCommand,
+			kubeletCommand,
+			logsCommand,
 			registryCommand,
 			pullCommand,
 			imagesCommand,

@@ -10,6 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/steps/kubelet"
+
 	"github.com/podlab/podlab/steps/pull"
 )
 
@@ -79,8 +81,12 @@ Examples:
 			Name:  "insecure",
 			Usage: "allow plain HTTP and unverified TLS to the registry",
 		},
+		podFlag(), namespaceFlag(), containerFlag(),
 	},
 	Action: func(c *cli.Context) error {
+		if c.String("pod") != "" {
+			return runPodStage(c, kubelet.StagePull)
+		}
 		if c.NArg() != 1 {
 			return fmt.Errorf("pull needs one image reference, e.g. `podlab pull nginx`")
 		}

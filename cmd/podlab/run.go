@@ -89,7 +89,11 @@ func podFromFlags(c *cli.Context) (*corev1.Pod, error) {
 		}
 		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: k, Value: v})
 	}
-	if rest := c.Args().Tail(); len(rest) > 0 {
+	rest := c.Args().Tail()
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:] // the separator itself is not an argument
+	}
+	if len(rest) > 0 {
 		if c.Bool("command") {
 			ctr.Command = rest
 		} else {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/steps/kubelet"
+
 	"github.com/podlab/podlab/steps/runc"
 )
 
@@ -109,8 +111,11 @@ container's pid 1, blocked on <root>/<ID>/exec.fifo: nothing of the app has
 run yet. A podlab shim starts runc create with the container's stdout and
 stderr on pipes and stays to collect the log and the exit code.
 Next: podlab runc start ID.`,
-	Flags: []cli.Flag{bundleFlag},
+	Flags: []cli.Flag{podFlag(), namespaceFlag(), containerFlag(), bundleFlag},
 	Action: func(c *cli.Context) error {
+		if c.String("pod") != "" {
+			return runPodStage(c, kubelet.StageCreate)
+		}
 		r, id, err := runcSetup(c)
 		if err != nil {
 			return err
@@ -132,7 +137,11 @@ var runcStartCommand = &cli.Command{
 	Description: `runc start opens the created container's exec fifo; runc init, waiting on it,
 execs the app from config.json's process.args. The app is pid 1 in its own
 pid namespace. Its output goes to the log the shim writes.`,
+	Flags: []cli.Flag{podFlag(), namespaceFlag(), containerFlag()},
 	Action: func(c *cli.Context) error {
+		if c.String("pod") != "" {
+			return runPodStage(c, kubelet.StageStart)
+		}
 		r, id, err := runcSetup(c)
 		if err != nil {
 			return err
@@ -288,7 +297,11 @@ var runcKillCommand = &cli.Command{
 same way: SIGTERM, then SIGKILL once terminationGracePeriodSeconds is over.
 The app sees the signal as pid 1 of its namespace: it is not killed by a
 signal it does not handle, except SIGKILL. The shim records the exit code.`,
+	Flags: []cli.Flag{podFlag(), namespaceFlag(), containerFlag()},
 	Action: func(c *cli.Context) error {
+		if c.String("pod") != "" {
+			return runPodStage(c, kubelet.StageKill)
+		}
 		r, id, err := runcSetup(c)
 		if err != nil {
 			return err
@@ -315,10 +328,13 @@ running container first. podlab then waits for the shim to finish, removes
 containers/<ID> (log, exit.json) and the empty parent cgroups runc leaves
 behind, such as /sys/fs/cgroup/<controller>/podlab for a cgroupsPath of
 /podlab/<ID>.`,
-	Flags: []cli.Flag{
+	Flags: []cli.Flag{podFlag(), namespaceFlag(), containerFlag(),
 		&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "kill the container first if it is running"},
 	},
 	Action: func(c *cli.Context) error {
+		if c.String("pod") != "" {
+			return runPodStage(c, kubelet.StageRemove)
+		}
 		r, id, err := runcSetup(c)
 		if err != nil {
 			return err

@@ -11,6 +11,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/steps/kubelet"
+
 	"github.com/podlab/podlab/steps/spec"
 )
 
@@ -66,8 +68,12 @@ Example:
 		&cli.Int64Flag{Name: "pids", Usage: "most processes and threads in the container (0: no limit)"},
 		&cli.StringFlag{Name: "id", Usage: "container `ID` for runc and the cgroup /podlab/ID (default: the bundle directory's name)"},
 		&cli.BoolFlag{Name: "explain", Usage: "explain what each part of the spec makes the kernel do"},
+		podFlag(), namespaceFlag(), containerFlag(),
 	},
 	Action: func(c *cli.Context) error {
+		if c.String("pod") != "" {
+			return runPodStage(c, kubelet.StageSpec)
+		}
 		ref, bundle := c.String("image"), c.String("bundle")
 		if ref == "" {
 			ref = c.Args().First()

@@ -14,6 +14,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/steps/kubelet"
+
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/unpack"
 )
@@ -76,8 +78,12 @@ Examples:
 			Name:  "force",
 			Usage: "replace an existing bundle (only once the new one is complete)",
 		},
+		podFlag(), namespaceFlag(), containerFlag(),
 	},
 	Action: func(c *cli.Context) error {
+		if c.String("pod") != "" {
+			return runPodStage(c, kubelet.StageUnpack)
+		}
 		if c.NArg() != 1 {
 			return fmt.Errorf("unpack needs one image reference, e.g. `podlab unpack nginx --bundle DIR`")
 		}

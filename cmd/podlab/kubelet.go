@@ -1,0 +1,543 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/runc"
+)
+
+var kubeletCommand = &cli.Command{
+	Name:      "kubelet",
+	Usage:     "run a node's kubelet: register the Node, run the pods bound to it, report their status (steps 6-8 and 14-16)",
+	ArgsUsage: "[--node NAME] [--once | --next | --pod NAME --stage STAGE] [--registry-mirror URL]",
+	Description: `The kubelet is the agent on every node. It is a client of the API server like
+any other, as the user system:node:NAME (group system:nodes), and it is the
+only component that makes things happen on the machine.
+
+REGISTRATION. It creates its Node object with what it measures here: cpu
+(the CPUs it may use), memory (MemTotal of /proc/meminfo), ephemeral-storage
+(the state directory's file system) and pods (110); allocatable is that less
+the default eviction thresholds (memory 100Mi, 10% of the disk). nodeInfo
+says the kernel, the OS image, kubeletVersion and containerRuntimeVersion
+(runc://VERSION); status.images lists its content store, which the
+scheduler's ImageLocality reads. The Ready condition (KubeletReady, "kubelet
+is posting ready status") gets a new lastHeartbeatTime every 10 seconds. A
+Node made by "podlab node add" keeps its declared capacity.
+
+WATCH (step 6). An informer lists and watches the pods with the field
+selector spec.nodeName=NAME: the scheduler's Binding is how a pod reaches
+its kubelet.
+
+SYNC (steps 7-13). For each pod, what the kubelet's syncPod asks of the CRI
+runtime (podlab calls its runtime packages in-process):
+  sandbox   RunPodSandbox: the pod's network, IPC and UTS namespaces, made
+            in a thread that unshares them and pinned by bind mounts under
+            <node>/netns, ipcns, utsns (as CRI-O's pinns); lo is up, the
+            hostname is the pod's name. Every container of the pod joins them.
+  pull      PullImage, as imagePullPolicy says (Always, IfNotPresent, Never),
+            into the node's own content store. Events Pulling, Pulled.
+  unpack    the image's layers into <node>/bundles/<pod-uid>/<container>/rootfs
+  spec      config.json from the PodSpec: command/args, env, workingDir,
+            resources.limits, securityContext, the sandbox's namespaces,
+            cgroupsPath /podlab/kubepods/pod<uid>/<container-id>
+  create    CreateContainer: a shim runs runc create. Event Created.
+  start     StartContainer: runc start. Event Started.
+
+STATUS (steps 14-16). Pending with ContainerCreating, then Running with the
+container's containerID (runc://ID), imageID, startedAt and the conditions
+PodReadyToStartContainers, Initialized, ContainersReady and Ready. A failed
+pull is ErrImagePull, then ImagePullBackOff (10s, doubling to 5 minutes);
+an exit is restarted as restartPolicy says, with CrashLoopBackOff in between
+(10s doubling to 5 minutes); a pod ends Succeeded or Failed.
+
+DELETION. A pod with a deletionTimestamp is stopped (SIGTERM, the grace
+period, SIGKILL; event Killing), its containers, bundles, cgroups and
+namespace mounts removed, then it is deleted with a grace period of 0.
+
+Every node of podlab's cluster is this machine; each kubelet keeps its own
+runtime in <state-dir>/nodes/NAME/ (content/, bundles/, runc/, containers/,
+netns/, ipcns/, utsns/, pods/), so nodes share nothing but the API server.
+
+  --once    register, sync every pod once, watch what started for a second,
+            and exit
+  --next    for each pod of the node, the stage that comes next and the
+            command that does it by hand
+  --pod NAME --stage STAGE
+            run one stage (sandbox, pull, unpack, spec, create, start, kill,
+            remove) for one pod, exactly as the sync loop would
+
+Without them it runs until Ctrl-C. --debug prints every runc command line
+the kubelet's runtime runs.
+
+Examples:
+  podlab kubelet --once
+  podlab kubelet --next
+  podlab kubelet --pod web --stage sandbox
+  podlab kubelet --node node-2 --registry-mirror http://127.0.0.1:5001`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "node", Value: apiserver.HostNode, Usage: "the node this kubelet runs"},
+		&cli.BoolFlag{Name: "once", Usage: "sync every pod of the node once, then exit"},
+		&cli.BoolFlag{Name: "next", Usage: "print the next stage of each pod of the node, and the command that does it"},
+		&cli.StringFlag{Name: "pod", Usage: "with --stage: the pod to run one stage for"},
+		&cli.StringFlag{Name: "stage", Usage: "with --pod: sandbox, pull, unpack, spec, create, start, kill or remove"},
+		&cli.StringFlag{Name: "container", Aliases: []string{"c"}, Usage: "with --stage: the container (default: the one whose stage it is)"},
+		namespaceFlag(),
+		&cli.StringFlag{
+			Name:    "registry-mirror",
+			Usage:   "registry URL to pull docker.io images from (e.g. http://127.0.0.1:5001)",
+			EnvVars: []string{pull.MirrorEnv},
+		},
+		&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP and unverified TLS to registries"},
+		&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH"},
+	},
+	Action: func(c *cli.Context) error {
+		k, s, err := openKubelet(c)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		w := c.App.Writer
+		switch {
+		case c.Bool("next"):
+			return printNext(c.Context, w, k)
+		case c.String("pod") != "" || c.String("stage") != "":
+			if c.String("pod") == "" || c.String("stage") == "" {
+				return errors.New("--pod and --stage go together: podlab kubelet --pod web --stage pull")
+			}
+			pod, err := k.Pod(c.Context, namespaceOf(c), c.String("pod"))
+			if err != nil {
+				return err
+			}
+			return runStageOf(c, k, pod, kubelet.StageName(c.String("stage")))
+		case c.Bool("once"):
+			fmt.Fprintf(w, "kubelet %s (as system:node:%s), once: node directory %s\n", k.Node(), k.Node(), k.Layout().Dir)
+			return k.SyncOnce(c.Context)
+		}
+		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		fmt.Fprintf(w, "kubelet %s (as system:node:%s): node directory %s; watching pods with spec.nodeName=%s. Ctrl-C stops it.\n",
+			k.Node(), k.Node(), k.Layout().Dir, k.Node())
+		return k.Run(ctx)
+	},
+}
+
+// openKubelet opens the API server as the kubelet of --node (adding its
+// identity to the token file first if needed, as TLS bootstrapping gives a
+// kubelet its client certificate) and sets the kubelet up.
+func openKubelet(c *cli.Context) (*kubelet.Kubelet, *apiSession, error) {
+	dir, err := stateDir(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	node := c.String("node")
+	user := "system:node:" + node
+	if tokens, err := authn.Load(authn.Path(dir)); err == nil {
+		if _, err := tokens.TokenFor(user); err != nil && c.String("as") == "" && c.String("token") == "" {
+			if _, err := apiserver.AddNodeUser(dir, node); err != nil {
+				return nil, nil, fmt.Errorf("adding the kubelet's identity %s: %w", user, err)
+			}
+			fmt.Fprintf(c.App.Writer, "bootstrap: added %s (group system:nodes) to %s, as TLS bootstrapping gives a kubelet its client certificate\n", user, authn.Path(dir))
+		}
+	}
+	s, err := openAPIAs(c, false, user)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := newKubelet(c, node, s.client)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return k, s, nil
+}
+
+// newKubelet sets up node's kubelet, acting through client, with the
+// command's flags where it has them (--runtime, --registry-mirror,
+// --insecure, --debug).
+func newKubelet(c *cli.Context, node string, client apiserver.Interface) (*kubelet.Kubelet, error) {
+	dir, err := stateDir(c)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := runc.FindRuntime(c.String("runtime"))
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	w := c.App.Writer
+	mirror := c.String("registry-mirror")
+	if mirror == "" {
+		mirror = os.Getenv(pull.MirrorEnv)
+	}
+	cfg := kubelet.Config{
+		Node:     node,
+		StateDir: dir,
+		Client:   client,
+		Runtime:  bin,
+		Shim:     []string{exe, "runc", "shim"},
+		Mirror:   mirror,
+		Insecure: c.Bool("insecure"),
+		OnStage:  func(r kubelet.Report) { printKubeletReport(w, r) },
+		OnNode:   func(r *kubelet.NodeResult, err error) { printNodeResult(w, r, err) },
+	}
+	if c.Bool("debug") {
+		cfg.OnCommand = traceTo(w)
+	}
+	return kubelet.New(cfg)
+}
+
+// runPodStage runs one stage of the pod --pod names (in -n), on the node
+// its spec.nodeName says, as that node's kubelet, and prints it with what
+// comes next: what `podlab pull|unpack|spec --pod NAME` and `podlab runc
+// create|start|kill|delete --pod NAME` do. It reads -c/--container,
+// --registry-mirror, --insecure and --runtime where the command has them.
+func runPodStage(c *cli.Context, stage kubelet.StageName) error {
+	s, err := openAPI(c, false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	obj, err := s.client.Get(c.Context, "pods", namespaceOf(c), c.String("pod"))
+	if err != nil {
+		return err
+	}
+	pod := obj.(*corev1.Pod)
+	node := pod.Spec.NodeName
+	if node == "" {
+		return fmt.Errorf("%w: pod %s is not scheduled yet: no kubelet runs it (run podlab scheduler --once)", kubelet.ErrNotOnThisNode, pod.Name)
+	}
+	client, err := s.server.ClientAs("system:node:" + node)
+	if err != nil {
+		return fmt.Errorf("acting as node %s's kubelet: %w (podlab kubelet --node %s adds its identity)", node, err, node)
+	}
+	k, err := newKubelet(c, node, client)
+	if err != nil {
+		return err
+	}
+	return runStageOf(c, k, pod, stage)
+}
+
+// runStageOf runs stage for pod with k, as the sync loop would, and prints
+// it and the stage that comes next.
+func runStageOf(c *cli.Context, k *kubelet.Kubelet, pod *corev1.Pod, stage kubelet.StageName) error {
+	res, err := k.RunStage(c.Context, pod, stage, c.String("container"))
+	if res != nil {
+		printKubeletReport(c.App.Writer, kubelet.Report{Pod: pod, Stage: kubelet.Stage{Name: stage, Container: c.String("container")}, Result: res, Err: err})
+	}
+	if err != nil {
+		return err
+	}
+	if p, err := k.Pod(c.Context, pod.Namespace, pod.Name); err == nil {
+		if st, err := k.Observe(p); err == nil {
+			printNextStage(c.App.Writer, k, p, kubelet.NextStage(p, st))
+		}
+	}
+	return nil
+}
+
+// printNext prints, for each pod of the node, its next stage and the
+// command that does it by hand.
+func printNext(ctx context.Context, w io.Writer, k *kubelet.Kubelet) error {
+	pods, err := k.Pods(ctx)
+	if err != nil {
+		return err
+	}
+	if len(pods) == 0 {
+		fmt.Fprintf(w, "no pod is bound to node %s: create one (podlab run web --image ...) and schedule it (podlab scheduler --once)\n", k.Node())
+		return nil
+	}
+	for _, p := range pods {
+		st, err := k.Observe(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "pod %s/%s (uid %s): phase %s\n", p.Namespace, p.Name, p.UID, p.Status.Phase)
+		for _, s := range kubelet.Plan(p, st) {
+			printNextStage(w, k, p, s)
+		}
+	}
+	return nil
+}
+
+func printNextStage(w io.Writer, k *kubelet.Kubelet, p *corev1.Pod, s kubelet.Stage) {
+	who := ""
+	if s.Container != "" {
+		who = " for container " + s.Container
+	}
+	what := string(s.Name)
+	if cri := s.Name.CRI(); cri != "" {
+		what += " (" + cri + ")"
+	}
+	fmt.Fprintf(w, "  next: %s%s: %s\n", what, who, s.Why)
+	switch {
+	case s.Name == kubelet.StageBackOff:
+		fmt.Fprintf(w, "    %s until %s (in %s); the kubelet then goes on by itself\n", s.Reason, s.Until.Format(time.RFC3339), time.Until(s.Until).Round(time.Millisecond))
+	case s.Name.Actionable():
+		by, same := stageCommand(k.Node(), p, s)
+		fmt.Fprintf(w, "    by hand: %s\n", by)
+		if same != by {
+			fmt.Fprintf(w, "    (the same: %s)\n", same)
+		}
+	}
+}
+
+// stageCommand is the command that runs stage s of pod p by hand, and the
+// kubelet command that does the same.
+func stageCommand(node string, p *corev1.Pod, s kubelet.Stage) (string, string) {
+	var flags string
+	if p.Namespace != apiserver.DefaultNamespace {
+		flags += " -n " + p.Namespace
+	}
+	if s.Container != "" && len(p.Spec.Containers) > 1 {
+		flags += " -c " + s.Container
+	}
+	same := fmt.Sprintf("podlab kubelet --node %s --pod %s --stage %s%s", node, p.Name, s.Name, flags)
+	by := map[kubelet.StageName]string{
+		kubelet.StagePull:   "podlab pull",
+		kubelet.StageUnpack: "podlab unpack",
+		kubelet.StageSpec:   "podlab spec",
+		kubelet.StageCreate: "podlab runc create",
+		kubelet.StageStart:  "podlab runc start",
+		kubelet.StageKill:   "podlab runc kill",
+		kubelet.StageRemove: "podlab runc delete",
+	}[s.Name]
+	if by == "" {
+		return same, same
+	}
+	return fmt.Sprintf("%s --pod %s%s", by, p.Name, flags), same
+}
+
+// printNodeResult prints a registration or heartbeat.
+func printNodeResult(w io.Writer, r *kubelet.NodeResult, err error) {
+	if err != nil {
+		fmt.Fprintf(w, "node: %v\n", err)
+		return
+	}
+	n := r.Node
+	ready := ""
+	for _, cd := range n.Status.Conditions {
+		if cd.Type == corev1.NodeReady {
+			ready = fmt.Sprintf("%s=%s (%s), lastHeartbeatTime %s", cd.Type, cd.Status, cd.Reason, cd.LastHeartbeatTime.UTC().Format(time.RFC3339))
+		}
+	}
+	if r.Heartbeat {
+		return // every 10s: only a failure is worth a line
+	}
+	how := "updated Node"
+	if r.Created {
+		how = "registered Node (created)"
+	}
+	capNote := "measured on this machine"
+	if r.Declared {
+		capNote = "declared by podlab node add, kept"
+	}
+	cp := n.Status.Capacity
+	fmt.Fprintf(w, "node %s: %s: cpu %s, memory %s, ephemeral-storage %s, pods %s (%s); %d images; %s\n",
+		n.Name, how, qty(cp, corev1.ResourceCPU), qty(cp, corev1.ResourceMemory), qty(cp, corev1.ResourceEphemeralStorage),
+		qty(cp, corev1.ResourcePods), capNote, len(n.Status.Images), ready)
+}
+
+func qty(l corev1.ResourceList, name corev1.ResourceName) string {
+	if q, ok := l[name]; ok {
+		return q.String()
+	}
+	return "-"
+}
+
+// printKubeletReport prints one stage in Kubernetes terms, with where its
+// artifacts are.
+func printKubeletReport(w io.Writer, r kubelet.Report) {
+	who := "node"
+	if r.Pod != nil {
+		who = "pod " + r.Pod.Namespace + "/" + r.Pod.Name
+	}
+	if ctr := r.Stage.Container; ctr != "" || resultContainer(r.Result) != "" {
+		if ctr == "" {
+			ctr = resultContainer(r.Result)
+		}
+		who += ", container " + ctr
+	}
+	what := string(r.Stage.Name)
+	if cri := r.Stage.Name.CRI(); cri != "" {
+		what = cri
+	}
+	if r.Err != nil && r.Result == nil {
+		fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
+		return
+	}
+	var rec *kubelet.Recording
+	switch res := r.Result.(type) {
+	case *kubelet.SandboxResult:
+		if res.Created {
+			fmt.Fprintf(w, "%s: %s: namespaces unshared and pinned, hostname %q\n", who, what, res.Sandbox.Hostname)
+		} else {
+			fmt.Fprintf(w, "%s: %s: the sandbox exists\n", who, what)
+		}
+		for _, kind := range []string{"net", "ipc", "uts"} {
+			if p, ok := res.Sandbox.Namespaces[kind]; ok {
+				fmt.Fprintf(w, "    %-4s %s\n", kind, p)
+			}
+		}
+		rec = &res.Recording
+	case *kubelet.PullResult:
+		switch {
+		case r.Err != nil:
+			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s) failed: %v\n", who, what, res.Image, res.Policy, r.Err)
+		case res.Pulled:
+			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): pulled in %s, %s\n", who, what, res.Image, res.Policy,
+				res.Pull.Duration.Round(time.Millisecond), pull.HumanSize(res.Size))
+		default:
+			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): already present, not pulled\n", who, what, res.Image, res.Policy)
+		}
+		if r.Err == nil {
+			fmt.Fprintf(w, "    image %s in %s\n", res.ImageID, res.StoreDir)
+		}
+		rec = &res.Recording
+	case *kubelet.UnpackResult:
+		if r.Err != nil {
+			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
+		} else {
+			u := res.Unpack
+			fmt.Fprintf(w, "%s: %s: %d layers, %d files unpacked in %s (restart %d)\n", who, what, len(u.Layers), u.Total.Files,
+				u.Duration.Round(time.Millisecond), res.RestartCount)
+			fmt.Fprintf(w, "    rootfs %s\n", u.RootFS)
+		}
+		rec = &res.Recording
+	case *kubelet.SpecResult:
+		if r.Err != nil {
+			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
+		} else {
+			fmt.Fprintf(w, "%s: %s: %s in cgroup %s\n", who, what, strings.Join(res.Spec.Process.Args, " "), res.Spec.Linux.CgroupsPath)
+			fmt.Fprintf(w, "    config.json %s\n", res.Path)
+		}
+		rec = &res.Recording
+	case *kubelet.CreateResult:
+		if r.Err != nil {
+			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
+		} else {
+			cr := res.Created
+			fmt.Fprintf(w, "%s: %s: container %s created (pid %d, shim pid %d)\n", who, what, res.ContainerID, cr.Pid, cr.ShimPid)
+			fmt.Fprintf(w, "    bundle    %s\n    state     %s\n    log       %s\n", cr.Bundle, cr.StateFile, cr.LogPath)
+			for _, id := range res.Removed {
+				fmt.Fprintf(w, "    removed the older run %s\n", id)
+			}
+		}
+		rec = &res.Recording
+	case *kubelet.StartResult:
+		if r.Err != nil {
+			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
+		} else {
+			if res.State.Status == "running" {
+				fmt.Fprintf(w, "%s: %s: container %s running (pid %d)\n", who, what, res.ContainerID, res.State.Pid)
+			} else {
+				fmt.Fprintf(w, "%s: %s: container %s started, and is %s already\n", who, what, res.ContainerID, res.State.Status)
+			}
+			fmt.Fprintf(w, "    log %s (podlab logs %s)\n", res.LogPath, r.Pod.Name)
+		}
+		rec = &res.Recording
+	case *kubelet.KillResult:
+		fmt.Fprintf(w, "%s: %s: grace period %s\n", who, what, res.GracePeriod)
+		for _, s := range res.Stopped {
+			switch {
+			case s.Err != nil:
+				fmt.Fprintf(w, "    %s: %v\n", s.Container, s.Err)
+			default:
+				fmt.Fprintf(w, "    %s: %s, exited with code %d after %s\n", s.Container, strings.Join(s.Signals, " then "), s.Exit.Code, s.Took.Round(time.Millisecond))
+			}
+		}
+		rec = &res.Recording
+	case *kubelet.RemoveResult:
+		if r.Leftovers {
+			fmt.Fprintf(w, "pod uid %s: %s (%s)\n", res.UID, what, r.Stage.Why)
+		} else {
+			fmt.Fprintf(w, "%s: %s\n", who, what)
+		}
+		for _, id := range res.Containers {
+			fmt.Fprintf(w, "    runc delete %s\n", id)
+		}
+		if len(res.Cgroups) > 0 {
+			fmt.Fprintf(w, "    removed the cgroups %s\n", cgroupSummary(res.Cgroups))
+		}
+		for _, p := range res.Paths {
+			fmt.Fprintf(w, "    removed %s\n", p)
+		}
+		if res.Deleted {
+			fmt.Fprintf(w, "    deleted the pod from the API server (grace period 0)\n")
+		}
+		if r.Err != nil {
+			fmt.Fprintf(w, "    error: %v\n", r.Err)
+		}
+		rec = &res.Recording
+	case *kubelet.Recording: // a back-off announced
+		fmt.Fprintf(w, "%s: %s until %s: %s\n", who, r.Stage.Reason, r.Stage.Until.Format("15:04:05.000"), r.Stage.Why)
+		rec = res
+	default:
+		if r.Err != nil {
+			fmt.Fprintf(w, "%s: %s: %v\n", who, what, r.Err)
+		}
+		return
+	}
+	for _, e := range rec.Events {
+		fmt.Fprintf(w, "    event %s\n", e)
+	}
+	if rec.StatusWritten {
+		fmt.Fprintf(w, "    status: %s\n", rec.Phase)
+	}
+}
+
+// cgroupSummary says which cgroups went, in how many hierarchies:
+// /sys/fs/cgroup/memory/podlab/kubepods/pod1 and .../cpu/podlab/kubepods/pod1
+// are one cgroup, /podlab/kubepods/pod1, in two hierarchies.
+func cgroupSummary(dirs []string) string {
+	var paths []string
+	hier := map[string]bool{}
+	for _, d := range dirs {
+		rest := strings.TrimPrefix(d, "/sys/fs/cgroup/")
+		h, p, ok := strings.Cut(rest, "/podlab")
+		if !ok {
+			paths = append(paths, d)
+			continue
+		}
+		hier[h] = true
+		if p = "/podlab" + p; !slices.Contains(paths, p) {
+			paths = append(paths, p)
+		}
+	}
+	return fmt.Sprintf("%s (in %d hierarchies)", strings.Join(paths, ", "), len(hier))
+}
+
+// resultContainer is the container a stage's result is about, if any.
+func resultContainer(res any) string {
+	switch r := res.(type) {
+	case *kubelet.PullResult:
+		return r.Container
+	case *kubelet.UnpackResult:
+		return r.Container
+	case *kubelet.SpecResult:
+		return r.Container
+	case *kubelet.CreateResult:
+		return r.Container
+	case *kubelet.StartResult:
+		return r.Container
+	}
+	return ""
+}

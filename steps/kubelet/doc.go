@@ -1,0 +1,55 @@
+// Package kubelet is the node agent of podlab's cluster (seed steps 6-8 and
+// 14-16): it bridges the control plane and the container runtime.
+//
+// A kubelet acts as the user system:node:NODE through apiserver.Interface,
+// like any other client of the API server. It
+//
+//   - registers its Node (capacity measured on this machine, nodeInfo,
+//     addresses, conditions, the images it holds) and posts a heartbeat every
+//     10 seconds;
+//   - watches the pods bound to it (an informer with the field selector
+//     spec.nodeName=NODE, seed step 6);
+//   - for each pod, does what the kubelet's syncPod asks of the CRI runtime
+//     (steps 7-13): a pod sandbox (RunPodSandbox), then per container PullImage,
+//     CreateContainer (unpack, spec, runc create) and StartContainer;
+//   - watches the containers and reports the pod's status back (steps 14-16):
+//     Pending, Running, restarts with back-off, Succeeded or Failed;
+//   - stops and removes a deleted pod's containers, then deletes the pod.
+//
+// podlab has no containerd: the kubelet calls podlab's runtime packages
+// (steps/pull, steps/unpack, steps/spec, steps/runc) in-process, where a real
+// kubelet would make a CRI call over gRPC.
+//
+// # One directory per node
+//
+// Every node of podlab's cluster is this one machine. Each kubelet (one per
+// node, podlab kubelet --node NAME) keeps its own runtime under
+// <state>/nodes/<node>/, so that nodes share nothing but the API server, as
+// separate machines would:
+//
+//	nodes/<node>/content/                 the node's content store (an OCI image layout)
+//	nodes/<node>/bundles/<pod-uid>/<container>/   rootfs/ and config.json
+//	nodes/<node>/runc/<container-id>/     runc's --root: state.json, exec.fifo
+//	nodes/<node>/containers/<container-id>/   container.log (CRI format), exit.json, shim.pid
+//	nodes/<node>/netns/<pod-uid>          the pod's network namespace, pinned by a bind mount
+//	nodes/<node>/ipcns/<pod-uid>          its IPC namespace
+//	nodes/<node>/utsns/<pod-uid>          its UTS namespace (hostname = pod name)
+//	nodes/<node>/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/<name>   emptyDir volumes
+//
+// A container's ID names what it runs, as the kubelet's Docker names did:
+// k8s_<container>_<pod>_<namespace>_<pod-uid>_<restartCount>. Its cgroup is
+// /podlab/kubepods/pod<pod-uid>/<container-id>.
+//
+// # Stages
+//
+// Nothing about a pod's progress is kept in a private database: it is
+// derived from the API server (the pod's status) and from the node
+// directory (the sandbox's mounts, the bundle, config.json and its
+// restartCount annotation, runc's state, the shim's exit.json). Observe reads
+// it; NextStage says which stage comes next; one exported method per stage
+// (SandboxStage, PullStage, UnpackStage, SpecStage, CreateStage, StartStage,
+// KillStage, RemoveStage) does exactly what the sync loop does for that
+// stage and records it in the pod's status and events. The sync loop calls
+// the same methods, so walking a pod by hand, stage by stage, ends in the
+// same state as letting the kubelet run.
+package kubelet

@@ -1,0 +1,55 @@
+package kubelet
+
+import "errors"
+
+// Errors about the pod a stage is asked to work on, found before anything
+// runs.
+var (
+	// ErrNotOnThisNode means the pod is not bound to this kubelet's node
+	// (spec.nodeName is empty or another node): the scheduler has not placed
+	// it here, and this kubelet does not touch it.
+	ErrNotOnThisNode = errors.New("pod is not bound to this node")
+
+	// ErrNoSuchContainer means the pod's spec has no container by that name.
+	ErrNoSuchContainer = errors.New("no such container in the pod")
+
+	// ErrOutOfOrder means the stage does not fit the container's state: its
+	// container for this restart is already created or running (nothing to
+	// unpack, spec or create), or not created yet (nothing to start). The
+	// error names the stage that comes next.
+	ErrOutOfOrder = errors.New("stage out of order")
+
+	// ErrNoSandbox means a container stage needs the pod's sandbox (its
+	// network, IPC and UTS namespaces) and there is none yet.
+	ErrNoSandbox = errors.New("the pod has no sandbox")
+)
+
+// Errors from the image stage: each becomes the container's waiting reason.
+var (
+	// ErrUnknownPullPolicy means an imagePullPolicy other than Always,
+	// IfNotPresent and Never. The API server's validation refuses it; the
+	// kubelet checks again.
+	ErrUnknownPullPolicy = errors.New("unknown imagePullPolicy")
+
+	// ErrImageNeverPull means imagePullPolicy Never and an image the node's
+	// content store does not have (waiting reason ErrImageNeverPull).
+	ErrImageNeverPull = errors.New("image not present with pull policy of Never")
+)
+
+// Errors while making the container's config (waiting reason
+// CreateContainerConfigError): the pod asks for something podlab will not
+// or cannot do.
+var (
+	// ErrPrivileged means securityContext.privileged: true. podlab runs every
+	// node's containers on one shared machine and refuses them.
+	ErrPrivileged = errors.New("privileged containers are refused")
+
+	// ErrRunAsNonRoot means securityContext.runAsNonRoot: true and a
+	// container that would run as uid 0.
+	ErrRunAsNonRoot = errors.New("container has runAsNonRoot and would run as root")
+
+	// ErrUnsupported means a part of the PodSpec podlab's kubelet does not
+	// implement (an init container, a volume type other than emptyDir and
+	// hostPath, an environment variable source it cannot resolve).
+	ErrUnsupported = errors.New("not supported by podlab's kubelet")
+)

@@ -1,0 +1,113 @@
+package kubelet
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"PORT": "8080", "HOST": "web"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	tests := []struct{ in, want string }{
+		{"$(HOST):$(PORT)", "web:8080"},
+		{"$(MISSING)", "$(MISSING)"},
+		{"$$(PORT)", "$(PORT)"},
+		{"$$", "$"},
+		{"a$b", "a$b"},
+		{"$(PORT", "$(PORT"},
+		{"end$", "end$"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := expand(tt.in, lookup); got != tt.want {
+			t.Errorf("expand(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestCrashDelay(t *testing.T) {
+	k := &Kubelet{cfg: Config{CrashBackOff: 10 * time.Second, MaxCrashBackOff: 300 * time.Second}}
+	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}
+	for n, w := range want {
+		if got := k.crashDelay(n); got != w {
+			t.Errorf("crashDelay(%d) = %s, want %s", n, got, w)
+		}
+	}
+}
+
+func TestFailures_Doubling(t *testing.T) {
+	f := newFailures(10*time.Second, 300*time.Second)
+	now := time.Now()
+	var got []time.Duration
+	for i := 0; i < 7; i++ {
+		got = append(got, f.fail("k", now, StagePull, ReasonErrImagePull, "boom"))
+	}
+	want := []time.Duration{10, 20, 40, 80, 160, 300, 300}
+	for i := range want {
+		if got[i] != want[i]*time.Second {
+			t.Fatalf("delays %v, want %v seconds", got, want)
+		}
+	}
+	f.reset("k")
+	if _, ok := f.get("k"); ok {
+		t.Errorf("reset kept the failure")
+	}
+}
+
+func TestPodPhase(t *testing.T) {
+	run := corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	wait := corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: ReasonContainerCreating}}}
+	term := func(code int32) corev1.ContainerStatus {
+		return corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}
+	}
+	crash := corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: ReasonCrashLoopBackOff}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+	tests := []struct {
+		name     string
+		policy   corev1.RestartPolicy
+		statuses []corev1.ContainerStatus
+		want     corev1.PodPhase
+	}{
+		{"creating", corev1.RestartPolicyAlways, []corev1.ContainerStatus{wait}, corev1.PodPending},
+		{"one runs, one creating", corev1.RestartPolicyAlways, []corev1.ContainerStatus{run, wait}, corev1.PodPending},
+		{"running", corev1.RestartPolicyAlways, []corev1.ContainerStatus{run}, corev1.PodRunning},
+		{"crash looping", corev1.RestartPolicyAlways, []corev1.ContainerStatus{crash}, corev1.PodRunning},
+		{"Never, exited 0", corev1.RestartPolicyNever, []corev1.ContainerStatus{term(0)}, corev1.PodSucceeded},
+		{"Never, one failed", corev1.RestartPolicyNever, []corev1.ContainerStatus{term(0), term(2)}, corev1.PodFailed},
+		{"Never, one failed, one runs", corev1.RestartPolicyNever, []corev1.ContainerStatus{run, term(2)}, corev1.PodRunning},
+		{"OnFailure, exited 0", corev1.RestartPolicyOnFailure, []corev1.ContainerStatus{term(0)}, corev1.PodSucceeded},
+		{"OnFailure, restarting", corev1.RestartPolicyOnFailure, []corev1.ContainerStatus{crash}, corev1.PodRunning},
+		{"Always, exited 0", corev1.RestartPolicyAlways, []corev1.ContainerStatus{term(0)}, corev1.PodRunning},
+	}
+	for _, tt := range tests {
+		p := &corev1.Pod{Spec: corev1.PodSpec{RestartPolicy: tt.policy}}
+		if got := podPhase(p, tt.statuses); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDeletedPhase(t *testing.T) {
+	run := corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	wait := corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: ReasonContainerCreating}}}
+	term := func(code int32) corev1.ContainerStatus {
+		return corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}
+	}
+	tests := []struct {
+		name     string
+		statuses []corev1.ContainerStatus
+		want     corev1.PodPhase
+	}{
+		{"still running", []corev1.ContainerStatus{run, term(0)}, corev1.PodRunning},
+		{"stopped cleanly", []corev1.ContainerStatus{term(0), term(0)}, corev1.PodSucceeded},
+		{"killed", []corev1.ContainerStatus{term(0), term(137)}, corev1.PodFailed},
+		{"never ran", []corev1.ContainerStatus{wait}, corev1.PodFailed},
+	}
+	for _, tt := range tests {
+		if got := deletedPhase(corev1.PodRunning, tt.statuses); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package kubelet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/runc"
+)
+
+// Component is the source.component of the kubelet's Events.
+const Component = "kubelet"
+
+// DefaultPoll is how often the kubelet looks at its containers for exits and
+// at back-offs that ended (the PLEG's relist period is 1s).
+const DefaultPoll = time.Second
+
+// Config is how a kubelet is set up.
+type Config struct {
+	// Node is the node's name; default apiserver.HostNode (node-1).
+	Node string
+	// StateDir is podlab's state directory; the node's runtime lives in
+	// <StateDir>/nodes/<Node>.
+	StateDir string
+	// Client is the API server, as system:node:<Node>.
+	Client apiserver.Interface
+	// Runtime is the OCI runtime binary (runc); Shim the command that runs
+	// runc.ShimMain (see runc.Runtime).
+	Runtime string
+	Shim    []string
+	// Mirror is a registry URL docker.io images are pulled from instead
+	// (--registry-mirror); Insecure allows plain HTTP to registries.
+	Mirror   string
+	Insecure bool
+	// ImageBackOff and MaxImageBackOff bound the delay between pulls (and
+	// other failed stages) of a container; CrashBackOff and
+	// MaxCrashBackOff the delay between restarts of a crashing container.
+	// Zero means the kubelet's defaults (10s doubling to 300s).
+	ImageBackOff, MaxImageBackOff time.Duration
+	CrashBackOff, MaxCrashBackOff time.Duration
+	// Heartbeat is the node status period (10s); Poll how often containers
+	// are looked at (1s); Settle how long SyncOnce watches the containers it
+	// started before it returns (1s).
+	Heartbeat, Poll, Settle time.Duration
+	// OnStage, when set, receives every stage the sync loop runs; OnNode
+	// every registration and heartbeat; OnCommand every runc command line.
+	OnStage   func(Report)
+	OnNode    func(*NodeResult, error)
+	OnCommand func(argv []string)
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+// Report is one stage the sync loop ran, for the command to print.
+type Report struct {
+	Pod       *corev1.Pod
+	Stage     Stage
+	Result    any // *SandboxResult, *PullResult, ... (nil when Err is set)
+	Err       error
+	Took      time.Duration
+	BackOff   bool // a back-off was announced (Events, status), nothing ran
+	Leftovers bool // Stage remove was for a pod the API server no longer has
+}
+
+// Kubelet is one node's kubelet.
+type Kubelet struct {
+	cfg      Config
+	node     string
+	layout   Layout
+	store    *pull.Store
+	rt       *runc.Runtime
+	client   apiserver.Interface
+	recorder *apiserver.Recorder
+	failures *failures
+	nodeIP   string
+
+	infoOnce sync.Once
+	info     corev1.NodeSystemInfo
+
+	mu        sync.Mutex
+	announced map[string]time.Time // back-offs whose Events were recorded, by container
+}
+
+// New sets up the kubelet of cfg.Node: its node directory, content store
+// and runtime. It talks to nothing yet.
+func New(cfg Config) (*Kubelet, error) {
+	if cfg.Node == "" {
+		cfg.Node = apiserver.HostNode
+	}
+	if errs := validation.IsDNS1123Subdomain(cfg.Node); len(errs) > 0 {
+		return nil, fmt.Errorf("node name %q: %s", cfg.Node, errs[0])
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("kubelet: no state directory")
+	}
+	if cfg.Client == nil {
+		return nil, errors.New("kubelet: no API server client")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.ImageBackOff, DefaultImageBackOff)
+	def(&cfg.MaxImageBackOff, DefaultMaxImageBackOff)
+	def(&cfg.CrashBackOff, DefaultCrashBackOff)
+	def(&cfg.MaxCrashBackOff, DefaultMaxCrashBackOff)
+	def(&cfg.Heartbeat, DefaultHeartbeat)
+	def(&cfg.Poll, DefaultPoll)
+	def(&cfg.Settle, time.Second)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	layout := Layout{Dir: NodeDir(cfg.StateDir, cfg.Node)}
+	if err := os.MkdirAll(layout.Dir, 0o711); err != nil {
+		return nil, fmt.Errorf("making the node directory: %w", err)
+	}
+	store, err := pull.OpenStore(layout.ContentDir())
+	if err != nil {
+		return nil, err
+	}
+	return &Kubelet{
+		cfg:    cfg,
+		node:   cfg.Node,
+		layout: layout,
+		store:  store,
+		rt: &runc.Runtime{Binary: cfg.Runtime, Root: layout.RuncRoot(), StateDir: layout.Dir,
+			Shim: cfg.Shim, OnCommand: cfg.OnCommand},
+		client:    cfg.Client,
+		recorder:  apiserver.NewRecorder(cfg.Client, Component, cfg.Node),
+		failures:  newFailures(cfg.ImageBackOff, cfg.MaxImageBackOff),
+		nodeIP:    hostIP(),
+		announced: map[string]time.Time{},
+	}, nil
+}
+
+// Node is the kubelet's node name.
+func (k *Kubelet) Node() string { return k.node }
+
+// Layout is where the node's runtime keeps its files.
+func (k *Kubelet) Layout() Layout { return k.layout }
+
+// Store is the node's content store.
+func (k *Kubelet) Store() *pull.Store { return k.store }
+
+// Runtime is the node's container runtime.
+func (k *Kubelet) Runtime() *runc.Runtime { return k.rt }
+
+func (k *Kubelet) now() time.Time { return k.cfg.Now() }

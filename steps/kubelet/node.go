@@ -1,0 +1,352 @@
+package kubelet
+
+// The Node object: the kubelet registers it, then keeps its status fresh
+// (kubelet_node_status.go): capacity and allocatable, nodeInfo, addresses,
+// the images it holds (for the scheduler's ImageLocality) and the
+// conditions, with a heartbeat every nodeStatusUpdateFrequency (10s).
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// Version is the kubeletVersion podlab's kubelet reports.
+	Version = "v1.37.2-podlab"
+
+	// DefaultHeartbeat is the kubelet's nodeStatusUpdateFrequency.
+	DefaultHeartbeat = 10 * time.Second
+
+	// MaxPods is the kubelet's default maxPods.
+	MaxPods = 110
+
+	// maxImages is how many images a node status lists (nodeStatusMaxImages).
+	maxImages = 50
+
+	// AnnotationCapacity marks a Node whose capacity the kubelet measured
+	// ("measured"): a kubelet that created its Node keeps it up to date. A
+	// Node without it (made by `podlab node add`) has a declared capacity,
+	// which the kubelet keeps.
+	AnnotationCapacity = "node.podlab.io/capacity"
+)
+
+// The kubelet's default hard eviction thresholds, which allocatable leaves
+// out of capacity (no kube-reserved or system-reserved by default).
+var (
+	evictionMemory   = resource.MustParse("100Mi")
+	evictionNodefsPc = int64(10) // nodefs.available<10%
+)
+
+// NodeResult is what registering or a heartbeat did.
+type NodeResult struct {
+	Node *corev1.Node
+	// Created is true when this call created the Node.
+	Created bool
+	// Declared is true when the Node's capacity was declared by `podlab
+	// node add`: the kubelet kept it and set only conditions, nodeInfo,
+	// addresses and images.
+	Declared bool
+	// Heartbeat is true for the periodic status updates after registering.
+	Heartbeat bool
+	Took      time.Duration
+}
+
+// Register creates the kubelet's Node, or, when it exists, brings its
+// labels and status up to date (the kubelet's registerWithAPIServer).
+func (k *Kubelet) Register(ctx context.Context) (*NodeResult, error) {
+	start := time.Now()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: k.node, Labels: k.nodeLabels(),
+			Annotations: map[string]string{AnnotationCapacity: "measured"}},
+	}
+	node.Status = k.nodeStatus(node, false)
+	obj, err := k.client.Create(ctx, node)
+	if err == nil {
+		return &NodeResult{Node: obj.(*corev1.Node), Created: true, Took: time.Since(start)}, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("registering node %s: %w", k.node, err)
+	}
+	res, err := k.updateNode(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// Heartbeat posts the node's status: the Ready condition's
+// lastHeartbeatTime, and what changed (images, capacity).
+func (k *Kubelet) Heartbeat(ctx context.Context) (*NodeResult, error) {
+	start := time.Now()
+	res, err := k.updateNode(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	res.Heartbeat, res.Took = true, time.Since(start)
+	return res, nil
+}
+
+func (k *Kubelet) updateNode(ctx context.Context, labels bool) (*NodeResult, error) {
+	for try := 0; ; try++ {
+		obj, err := k.client.Get(ctx, "nodes", "", k.node)
+		if err != nil {
+			return nil, fmt.Errorf("reading node %s: %w", k.node, err)
+		}
+		node := obj.(*corev1.Node)
+		declared := node.Annotations[AnnotationCapacity] != "measured"
+		if labels {
+			missing := false
+			for key, v := range k.nodeLabels() {
+				if _, ok := node.Labels[key]; !ok {
+					if node.Labels == nil {
+						node.Labels = map[string]string{}
+					}
+					node.Labels[key], missing = v, true
+				}
+			}
+			if missing {
+				obj, err := k.client.Update(ctx, node)
+				if apierrors.IsConflict(err) && try < 5 {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("labelling node %s: %w", k.node, err)
+				}
+				node = obj.(*corev1.Node)
+			}
+		}
+		node.Status = k.nodeStatus(node, declared)
+		obj, err = k.client.UpdateStatus(ctx, node)
+		if apierrors.IsConflict(err) && try < 5 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("updating the status of node %s: %w", k.node, err)
+		}
+		return &NodeResult{Node: obj.(*corev1.Node), Declared: declared}, nil
+	}
+}
+
+func (k *Kubelet) nodeLabels() map[string]string {
+	return map[string]string{
+		"kubernetes.io/hostname":  k.node,
+		"kubernetes.io/os":        runtime.GOOS,
+		"kubernetes.io/arch":      runtime.GOARCH,
+		"beta.kubernetes.io/os":   runtime.GOOS,
+		"beta.kubernetes.io/arch": runtime.GOARCH,
+	}
+}
+
+// nodeStatus is the status to post for node: capacity measured (or kept,
+// when declared), nodeInfo, addresses, images and conditions.
+func (k *Kubelet) nodeStatus(node *corev1.Node, declared bool) corev1.NodeStatus {
+	old := node.Status
+	now := metav1.NewTime(k.now())
+	s := old
+	if !declared || len(old.Capacity) == 0 {
+		s.Capacity = k.capacity()
+		s.Allocatable = allocatable(s.Capacity)
+	}
+	s.NodeInfo = k.nodeInfo()
+	if !declared || len(old.Addresses) == 0 {
+		s.Addresses = []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: k.nodeIP},
+			{Type: corev1.NodeHostName, Address: k.node},
+		}
+	}
+	s.Images = k.nodeImages()
+	cond := func(t corev1.NodeConditionType, status corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		c := corev1.NodeCondition{Type: t, Status: status, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+		for _, o := range old.Conditions {
+			if o.Type == t && o.Status == status {
+				c.LastTransitionTime = o.LastTransitionTime
+			}
+		}
+		return c
+	}
+	s.Conditions = []corev1.NodeCondition{
+		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+		cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
+	}
+	return s
+}
+
+// capacity measures this machine: CPUs the process may use, MemTotal from
+// /proc/meminfo, the state directory's file system, and maxPods.
+func (k *Kubelet) capacity() corev1.ResourceList {
+	c := corev1.ResourceList{
+		corev1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourcePods: *resource.NewQuantity(MaxPods, resource.DecimalSI),
+	}
+	if mem, err := memTotal(); err == nil {
+		c[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	var fs unix.Statfs_t
+	if unix.Statfs(k.layout.Dir, &fs) == nil {
+		c[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(fs.Blocks)*fs.Bsize, resource.BinarySI)
+	}
+	return c
+}
+
+// allocatable is capacity less the kubelet's default hard eviction
+// thresholds: memory.available<100Mi, nodefs.available<10%.
+func allocatable(c corev1.ResourceList) corev1.ResourceList {
+	a := c.DeepCopy()
+	if m, ok := a[corev1.ResourceMemory]; ok {
+		m.Sub(evictionMemory)
+		a[corev1.ResourceMemory] = m
+	}
+	if e, ok := a[corev1.ResourceEphemeralStorage]; ok {
+		a[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(e.Value()-e.Value()*evictionNodefsPc/100, resource.BinarySI)
+	}
+	return a
+}
+
+// memTotal reads MemTotal from /proc/meminfo, in bytes.
+func memTotal() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no MemTotal in /proc/meminfo")
+}
+
+// nodeInfo is computed once: the machine does not change while the kubelet runs.
+func (k *Kubelet) nodeInfo() corev1.NodeSystemInfo {
+	k.infoOnce.Do(func() {
+		info := corev1.NodeSystemInfo{
+			KubeletVersion:  Version,
+			OperatingSystem: runtime.GOOS,
+			Architecture:    runtime.GOARCH,
+			MachineID:       readTrim("/etc/machine-id"),
+			BootID:          readTrim("/proc/sys/kernel/random/boot_id"),
+			SystemUUID:      readTrim("/sys/class/dmi/id/product_uuid"),
+			OSImage:         osImage(),
+		}
+		var u unix.Utsname
+		if unix.Uname(&u) == nil {
+			info.KernelVersion = unix.ByteSliceToString(u.Release[:])
+		}
+		info.ContainerRuntimeVersion = "runc://" + runtimeVersion(k.cfg.Runtime)
+		k.info = info
+	})
+	return k.info
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// osImage is PRETTY_NAME from /etc/os-release.
+func osImage() string {
+	b, err := os.ReadFile("/etc/os-release")
+	if err != nil {
+		return runtime.GOOS
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+			if u, err := strconv.Unquote(v); err == nil {
+				return u
+			}
+			return strings.Trim(v, `"'`)
+		}
+	}
+	return runtime.GOOS
+}
+
+// runtimeVersion is "1.5.3" from `runc --version` ("runc version 1.5.3").
+func runtimeVersion(bin string) string {
+	if bin == "" {
+		return "unknown"
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	if f := strings.Fields(first); len(f) >= 3 && f[1] == "version" {
+		return f[2]
+	}
+	return strings.TrimSpace(first)
+}
+
+// nodeImages lists the node's content store as a node status does: each
+// image by its names (reference and repository@digest) and size, largest
+// first, at most 50.
+func (k *Kubelet) nodeImages() []corev1.ContainerImage {
+	list, err := k.store.List()
+	if err != nil {
+		return nil
+	}
+	var out []corev1.ContainerImage
+	for _, im := range list {
+		if im.Reference == "" {
+			continue
+		}
+		names := []string{im.Reference}
+		if d, err := k.store.Inspect(im.Reference); err == nil {
+			names = append(names, imageID(d))
+		}
+		out = append(out, corev1.ContainerImage{Names: names, SizeBytes: im.Size})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].SizeBytes > out[j].SizeBytes })
+	if len(out) > maxImages {
+		out = out[:maxImages]
+	}
+	return out
+}
+
+// hostIP is the machine's first IPv4 address that is up and not loopback,
+// else 127.0.0.1.
+func hostIP() string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "127.0.0.1"
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := i.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+				return n.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
