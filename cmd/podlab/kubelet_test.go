@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -31,15 +33,7 @@ func kubeletApp(t *testing.T, state string, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	app := newApp(strings.NewReader(""), &out, &errOut)
-	// podstage stands for the --pod flag of pull, unpack, spec and runc.
-	podstage := &cli.Command{
-		Name:  "podstage",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "pod"}, &cli.StringFlag{Name: "stage"}, &cli.StringFlag{Name: "container", Aliases: []string{"c"}}, namespaceFlag()},
-		Action: func(c *cli.Context) error {
-			return runPodStage(c, kubelet.StageName(c.String("stage")))
-		},
-	}
-	for _, cmd := range []*cli.Command{kubeletCommand, logsCommand, podstage} {
+	for _, cmd := range []*cli.Command{kubeletCommand, logsCommand} {
 		if app.Command(cmd.Name) == nil {
 			app.Commands = append(app.Commands, cmd)
 		}
@@ -90,7 +84,6 @@ func TestKubeletCommand(t *testing.T) {
 
 	state := filepath.Join(tmp, "state")
 	mustPodlab(t, state, "init")
-	mustPodlab(t, state, "run", "web", "--image", ref)
 	api, err := apiserver.Open(state)
 	if err != nil {
 		t.Fatal(err)
@@ -99,13 +92,23 @@ func TestKubeletCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}}); err != nil {
-		t.Fatal(err)
+	// web is walked by hand, auto is left to the kubelet: they must end
+	// the same. Both have a container called app.
+	for _, name := range []string{"web", "auto"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: ref}}}}
+		if _, err := admin.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	api.Close()
 	t.Cleanup(func() {
 		podlab(t, state, "delete", "pod", "web", "--force")
+		podlab(t, state, "delete", "pod", "auto", "--force")
 		kubeletApp(t, state, "kubelet", "--once")
 	})
 
@@ -124,7 +127,7 @@ func TestKubeletCommand(t *testing.T) {
 	for _, want := range []string{
 		"pod default/web: RunPodSandbox: namespaces unshared and pinned, hostname \"web\"",
 		filepath.Join(nodeDir, "netns") + "/",
-		"next: pull (PullImage) for container web",
+		"next: pull (PullImage) for container app",
 		"by hand: podlab pull --pod web",
 		"(the same: podlab kubelet --node node-1 --pod web --stage pull)",
 	} {
@@ -133,15 +136,23 @@ func TestKubeletCommand(t *testing.T) {
 		}
 	}
 
-	// What `podlab pull --pod web` will do: the stage, on the pod's node.
-	out = mustKubeletApp(t, state, "podstage", "--pod", "web", "--stage", "pull")
-	for _, want := range []string{
-		"pod default/web, container web: PullImage " + ref + " (imagePullPolicy IfNotPresent): pulled in ",
-		"next: unpack (CreateContainer: prepare the rootfs) for container web",
-		"by hand: podlab unpack --pod web",
+	// The rest by hand, each with the command --next names.
+	for _, step := range []struct {
+		args []string
+		says string
+		next string
+	}{
+		{[]string{"pull", "--pod", "web"}, "pod default/web, container app: PullImage " + ref + " (imagePullPolicy IfNotPresent): pulled in ", "by hand: podlab unpack --pod web"},
+		{[]string{"unpack", "--pod", "web"}, "rootfs " + filepath.Join(nodeDir, "bundles"), "by hand: podlab spec --pod web"},
+		{[]string{"spec", "--pod", "web"}, "config.json " + filepath.Join(nodeDir, "bundles"), "by hand: podlab runc create --pod web"},
+		{[]string{"runc", "create", "--pod", "web"}, "runc create: container k8s_app_web_default_", "by hand: podlab runc start --pod web"},
+		{[]string{"runc", "start", "--pod", "web"}, "StartContainer: container k8s_app_web_default_", "next: running for container app"},
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the pull stage by hand does not say %q:\n%s", want, out)
+		out := mustPodlab(t, state, step.args...)
+		for _, want := range []string{step.says, step.next} {
+			if !strings.Contains(out, want) {
+				t.Errorf("podlab %s does not say %q:\n%s", strings.Join(step.args, " "), want, out)
+			}
 		}
 	}
 
@@ -152,16 +163,18 @@ func TestKubeletCommand(t *testing.T) {
 		"KubeletReady",
 		"rootfs " + filepath.Join(nodeDir, "bundles"),
 		"config.json " + filepath.Join(nodeDir, "bundles"),
-		"runc create: container k8s_web_web_default_",
+		"runc create: container k8s_app_auto_default_",
 		"log       " + filepath.Join(nodeDir, "containers"),
-		"StartContainer: container k8s_web_web_default_",
-		"event Normal Started: Started container web",
+		"StartContainer: container k8s_app_auto_default_",
+		"event Normal Started: Started container app",
 		"status: Running",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubelet --once does not say %q:\n%s", want, out)
 		}
 	}
+
+	sameStatus(t, state, "web", "auto")
 
 	out = mustKubeletApp(t, state, "logs", "web")
 	if !strings.Contains(out, "Hello from podlab/hello!") || !strings.Contains(out, "hostname  web") || strings.Contains(out, "stdout F") {
@@ -172,18 +185,19 @@ func TestKubeletCommand(t *testing.T) {
 	}
 
 	out = mustKubeletApp(t, state, "kubelet", "--next")
-	if !strings.Contains(out, "next: running for container web") {
+	if !strings.Contains(out, "next: running for container app") {
 		t.Errorf("kubelet --next of a running pod:\n%s", out)
 	}
 
 	mustPodlab(t, state, "delete", "pod", "web")
+	mustPodlab(t, state, "delete", "pod", "auto")
 	out = mustKubeletApp(t, state, "kubelet", "--once")
 	t.Logf("podlab kubelet --once, after the delete:\n%s", out)
 	for _, want := range []string{
 		"StopContainer: grace period",
-		"web: SIGTERM, exited with code 0",
-		"event Normal Killing: Stopping container web",
-		"runc delete k8s_web_web_default_",
+		"app: SIGTERM, exited with code 0",
+		"event Normal Killing: Stopping container app",
+		"runc delete k8s_app_web_default_",
 		"removed " + filepath.Join(nodeDir, "netns"),
 		"deleted the pod from the API server (grace period 0)",
 	} {
@@ -191,8 +205,10 @@ func TestKubeletCommand(t *testing.T) {
 			t.Errorf("kubelet --once after the delete does not say %q:\n%s", want, out)
 		}
 	}
-	if _, _, err := podlab(t, state, "get", "pod", "web"); err == nil {
-		t.Errorf("pod web is still there")
+	for _, p := range []string{"web", "auto"} {
+		if _, _, err := podlab(t, state, "get", "pod", p); err == nil {
+			t.Errorf("pod %s is still there", p)
+		}
 	}
 	for _, d := range []string{"bundles", "netns", "ipcns", "utsns", "containers", "runc"} {
 		ents, _ := os.ReadDir(filepath.Join(nodeDir, d))
@@ -218,7 +234,8 @@ func TestKubeletCommand_BadInputs(t *testing.T) {
 		{"unscheduled pod", []string{"kubelet", "--pod", "web", "--stage", "pull"}, "pod default/web is not scheduled yet"},
 		{"missing pod", []string{"kubelet", "--pod", "nope", "--stage", "pull"}, "not found"},
 		{"bad node name", []string{"kubelet", "--node", "../etc", "--once"}, "node name"},
-		{"a stage of an unscheduled pod, by --pod", []string{"podstage", "--pod", "web", "--stage", "unpack"}, "pod web is not scheduled yet"},
+		{"a stage of an unscheduled pod, by --pod", []string{"unpack", "--pod", "web"}, "pod web is not scheduled yet"},
+		{"runc start of an unscheduled pod", []string{"runc", "start", "--pod", "web"}, "pod web is not scheduled yet"},
 		{"logs of nothing", []string{"logs"}, "logs needs one pod name"},
 		{"logs of an unscheduled pod", []string{"logs", "web"}, "not scheduled to a node yet"},
 		{"logs of a missing container", []string{"logs", "web", "-c", "db"}, "not scheduled"},
@@ -230,5 +247,56 @@ func TestKubeletCommand_BadInputs(t *testing.T) {
 				t.Errorf("podlab %s: %v, want an error containing %q\n%s", strings.Join(tt.args, " "), err, tt.want, out)
 			}
 		})
+	}
+}
+
+// sameStatus checks that two pods, one walked by hand and one run by the
+// kubelet, ended in the same state: phase, conditions, container state,
+// and the same events.
+func sameStatus(t *testing.T, state, byHand, auto string) {
+	t.Helper()
+	api, err := apiserver.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	admin, err := api.ClientAs("admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary := func(name string) string {
+		obj, err := admin.Get(context.Background(), "pods", "default", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := obj.(*corev1.Pod)
+		var b strings.Builder
+		fmt.Fprintf(&b, "phase=%s hostIP=%s qos=%s started=%v\n", p.Status.Phase, p.Status.HostIP, p.Status.QOSClass, p.Status.StartTime != nil)
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, "condition %s=%s\n", c.Type, c.Status)
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "container %s ready=%v started=%v restarts=%d running=%v image=%s imageID=%s\n",
+				c.Name, c.Ready, c.Started != nil && *c.Started, c.RestartCount, c.State.Running != nil, c.Image, c.ImageID)
+		}
+		events, err := admin.List(context.Background(), "events", "default", apiserver.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reasons []string
+		for _, o := range events.Items {
+			// Pulling only when the image was missing: the hand walk pulled
+			// it, so the kubelet found it present (event Pulled, "already
+			// present on machine"), as a real kubelet would.
+			if ev := o.(*corev1.Event); ev.InvolvedObject.Name == name && ev.Source.Component == "kubelet" && ev.Reason != "Pulling" {
+				reasons = append(reasons, ev.Reason)
+			}
+		}
+		sort.Strings(reasons)
+		fmt.Fprintf(&b, "kubelet events %v\n", reasons)
+		return b.String()
+	}
+	if h, a := summary(byHand), summary(auto); h != a {
+		t.Errorf("walked by hand and run by the kubelet differ:\nby hand (%s):\n%s\nkubelet (%s):\n%s", byHand, h, auto, a)
 	}
 }

@@ -39,6 +39,9 @@ func TestNextStage(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	succeeded := pod(corev1.PullIfNotPresent, corev1.RestartPolicyNever)
 	succeeded.Status.Phase = corev1.PodSucceeded
+	checked := pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways)
+	checked.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", ImageID: "docker.io/library/nginx@sha256:x",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: kubelet.ReasonContainerCreating}}}}
 	alwaysPulled := pod(corev1.PullAlways, corev1.RestartPolicyAlways)
 	alwaysPulled.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", ImageID: "docker.io/library/nginx@sha256:x",
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: kubelet.ReasonContainerCreating}}}}
@@ -53,7 +56,9 @@ func TestNextStage(t *testing.T) {
 		{"no sandbox", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
 			&kubelet.PodState{Now: now, Containers: []kubelet.ContainerState{{Name: "web"}}}, kubelet.StageSandbox, 0},
 		{"image missing", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways), state(kubelet.ContainerState{ConfigRestart: -1}), kubelet.StagePull, 0},
-		{"IfNotPresent and stored", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
+		{"IfNotPresent and stored, not checked for this run", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
+			state(kubelet.ContainerState{Present: true, ConfigRestart: -1}), kubelet.StagePull, 0},
+		{"IfNotPresent, checked for this run (the status says)", checked,
 			state(kubelet.ContainerState{Present: true, ConfigRestart: -1}), kubelet.StageUnpack, 0},
 		{"Always and stored, not pulled for this run", pod(corev1.PullAlways, corev1.RestartPolicyAlways),
 			state(kubelet.ContainerState{Policy: corev1.PullAlways, Present: true, ConfigRestart: -1}), kubelet.StagePull, 0},
@@ -71,8 +76,8 @@ func TestNextStage(t *testing.T) {
 			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0, Runs: []kubelet.Run{{ID: "x", State: kubelet.RunCreated}}}), kubelet.StageStart, 0},
 		{"running", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
 			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0, Runs: []kubelet.Run{{ID: "x", State: kubelet.RunRunning}}}), kubelet.StageRunning, 0},
-		{"exited, Always, no back-off after the first run: a fresh rootfs", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0, Runs: []kubelet.Run{exited(0, 1, time.Second)}}), kubelet.StageUnpack, 1},
+		{"exited, Always, no back-off after the first run: the image is checked again", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
+			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0, Runs: []kubelet.Run{exited(0, 1, time.Second)}}), kubelet.StagePull, 1},
 		{"exited, in CrashLoopBackOff", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
 			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 1, Runs: []kubelet.Run{exited(1, 1, time.Second)},
 				CrashBackOffUntil: now.Add(9 * time.Second)}), kubelet.StageBackOff, 1},

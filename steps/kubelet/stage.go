@@ -186,7 +186,7 @@ func nextForContainer(pod *corev1.Pod, st *PodState, c *ContainerState) Stage {
 		case c.Policy == corev1.PullAlways:
 			s.Why = fmt.Sprintf("imagePullPolicy Always: the image is pulled for every container the kubelet starts (restart %d)", restart)
 		case c.Present:
-			s.Why = fmt.Sprintf("imagePullPolicy %q", c.Policy)
+			s.Why = fmt.Sprintf("imagePullPolicy %s and the image is in the node's content store: the kubelet checks it and records that it is present", c.Policy)
 		default:
 			s.Why = fmt.Sprintf("the image is not in the node's content store (imagePullPolicy %s)", c.Policy)
 		}
@@ -206,11 +206,11 @@ func nextForContainer(pod *corev1.Pod, st *PodState, c *ContainerState) Stage {
 }
 
 // pulled reports whether the image stage is done for the container's
-// current restart. Once a fresh rootfs exists, it is. Otherwise: with
-// IfNotPresent and Never, the image must be in the store; with Always, the
-// pull must have happened for this restart, which the pod's status
-// records: PullStage sets the container waiting in ContainerCreating with
-// the imageID, and an exit replaces that state.
+// current restart. Once a fresh rootfs exists, it is. Otherwise the image
+// must be in the store and the stage must have run for this restart (with
+// Always, a pull; with IfNotPresent and Never, a check), which the pod's
+// status records: PullStage sets the container waiting in ContainerCreating
+// with the imageID, and an exit replaces that state.
 func pulled(pod *corev1.Pod, c *ContainerState, freshRootfs bool) bool {
 	if c.RefErr != nil || !c.Present {
 		return false
@@ -219,9 +219,11 @@ func pulled(pod *corev1.Pod, c *ContainerState, freshRootfs bool) bool {
 		return true
 	}
 	switch c.Policy {
-	case corev1.PullIfNotPresent, corev1.PullNever:
-		return true
-	case corev1.PullAlways:
+	case corev1.PullIfNotPresent, corev1.PullNever, corev1.PullAlways:
+		// The image stage ran for this restart, whatever the policy: the
+		// kubelet's EnsureImageExists runs before every container start
+		// (with the image present it only checks, and records "already
+		// present on machine").
 		cs := containerStatus(pod, c.Name)
 		if cs == nil || cs.State.Waiting == nil || cs.State.Waiting.Reason != ReasonContainerCreating || cs.ImageID == "" {
 			return false
