@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/podlab/podlab/images"
+	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/kubelet"
+)
+
+// TestDeploymentAcrossTwoNodes is issue 4's "done when": the kubelets of two
+// nodes, the scheduler and the controller-manager each run in their own
+// process, watching; `podlab create deployment` then ends with two real
+// containers Running, one on each node, reported by get pods -o wide; and
+// deleting the Deployment removes every container, bundle and namespace.
+func TestDeploymentAcrossTwoNodes(t *testing.T) {
+	testenv.RequireRoot(t)
+	runc := testenv.Runc(t)
+	ctx := context.Background()
+	tmp := t.TempDir()
+	helloBin := filepath.Join(tmp, "hello")
+	if err := images.BuildHello(ctx, testenv.RepoRoot(), helloBin); err != nil {
+		t.Fatalf("building the hello program: %v", err)
+	}
+	img, err := images.Hello(ctx, images.HelloOptions{Binary: helloBin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/" + images.HelloRef
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+
+	state := filepath.Join(tmp, "state")
+	mustPodlab(t, state, "init")
+	mustPodlab(t, state, "node", "add", "node-2", "--cpu", "2", "--memory", "4Gi")
+
+	// Each component is this test binary run as podlab (see TestMain).
+	start := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], append([]string{"--state-dir", state}, args...)...)
+		cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PODLAB_RUNTIME="+runc)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Signal(syscall.SIGINT)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+			if t.Failed() {
+				t.Logf("podlab %s:\n%s", strings.Join(args, " "), out.String())
+			}
+		})
+		return cmd
+	}
+	// registered first, cleaned up last: the kubelets stop after the others
+	start("kubelet", "--node", "node-1")
+	start("kubelet", "--node", "node-2")
+	start("scheduler")
+	start("controller-manager")
+
+	mustPodlab(t, state, "create", "deployment", "web", "--image", ref, "--replicas", "2")
+	var wide string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		wide = mustPodlab(t, state, "get", "pods", "-o", "wide")
+		if strings.Count(wide, " Running ") == 2 && strings.Contains(wide, "node-1") && strings.Contains(wide, "node-2") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Deployment's pods did not both reach Running on two nodes in 60s:\n%s", wide)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Logf("podlab get pods -o wide:\n%s", wide)
+	for _, line := range strings.Split(strings.TrimSpace(wide), "\n")[1:] {
+		if !strings.HasPrefix(line, "web-") || !strings.Contains(line, "1/1") {
+			t.Errorf("not a Running pod of the Deployment: %q", line)
+		}
+	}
+	if rs := mustPodlab(t, state, "get", "replicasets"); !strings.Contains(rs, "web-") || !strings.Contains(rs, "   2   ") {
+		t.Errorf("get replicasets:\n%s", rs)
+	}
+
+	mustPodlab(t, state, "delete", "deployment", "web")
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		out, _, _ := podlab(t, state, "get", "pods")
+		if strings.TrimSpace(out) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pods were not gone 60s after deleting the Deployment:\n%s", out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for _, node := range []string{"node-1", "node-2"} {
+		dir := kubelet.NodeDir(state, node)
+		for _, d := range []string{"bundles", "netns", "ipcns", "utsns", "containers", "runc"} {
+			if ents, _ := os.ReadDir(filepath.Join(dir, d)); len(ents) > 0 {
+				t.Errorf("%s/%s still holds %d entries after the delete", dir, d, len(ents))
+			}
+		}
+	}
+}
