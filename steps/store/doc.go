@@ -45,16 +45,18 @@
 // of it a few milliseconds after its last operation (see lock.go). Watchers
 // in other processes learn of writes through inotify.
 //
-// Inside the file, etcd's design: every value is stored once. Bucket
-// "revs" maps revision and sub-index to the record of one write (its type,
-// key, counters and the value it wrote; a deletion keeps the last value,
-// for watchers): it is at once the history watches read and where the
-// values live. Bucket "keys" maps each live key to its counters and the
+// Inside the file, etcd's design: every value is stored once. Bucket "kv"
+// holds two keyspaces, told apart by their first byte. revs ('r' +
+// revision + sub-index) maps each write to its record (its type, key,
+// counters and the value it wrote; a deletion keeps the last value, for
+// watchers): it is at once the history watches read and where the values
+// live. keys ('k' + key) maps each live key to its counters and the
 // revision of its value in revs (etcd keeps this index in memory and
 // rebuilds it at start; podlab reopens the file for every burst of
-// operations, so it is on disk). A read follows keys into revs. Bucket
-// "meta" holds the revision, the compacted revision, the event count and
-// the file's layout ("podlab-store/2"; Open refuses other layouts with
-// ErrLayout). `podlab store get|list|watch|compact` shows them, as etcdctl
-// does.
+// operations, so it is on disk). A read follows keys into revs. Both share
+// one B-tree, so that a write dirties as few pages as it can: every page a
+// commit writes costs an fsync'd disk write. Bucket "meta" holds the
+// revision, the compacted revision, the event count and the file's layout
+// ("podlab-store/3"; Open refuses other layouts with ErrLayout).
+// `podlab store get|list|watch|compact` shows them, as etcdctl does.
 package store

@@ -258,7 +258,8 @@ func TestStore_Open_RefusesOtherLayouts(t *testing.T) {
 		want    error // nil: any error
 	}{
 		{"layout 1: values in keys and in a log", "podlab-store/1", []string{"keys", "log"}, ErrLayout},
-		{"a layout from a later podlab", "podlab-store/3", []string{"keys", "revs"}, ErrLayout},
+		{"layout 2: the index and the records in two buckets", "podlab-store/2", []string{"keys", "revs"}, ErrLayout},
+		{"a layout from a later podlab", "podlab-store/4", []string{"kv"}, ErrLayout},
 		{"another program's meta bucket", "something else", nil, nil},
 	}
 	for _, tt := range tests {
@@ -337,5 +338,56 @@ func TestTx_Compact_ThenWriteInOneTransaction(t *testing.T) {
 	}
 	if got := recordsOf(t, s, "/b"); got != nil {
 		t.Errorf("/b (deleted) has records at %v", got)
+	}
+}
+
+// TestStore_Layout_OneTree: the file holds the buckets kv and meta, meta inline
+// (it costs no page of its own), and kv only keys of its two keyspaces;
+// the index's cursors stop where the records start, and the other way
+// round.
+func TestStore_Layout_OneTree(t *testing.T) {
+	s, _ := tempStore(t)
+	ctx := context.Background()
+	update(t, s, create("/a", "1"), create("/b", "1"), put("/a", "2", 0), del("/b", 0), create("/c", "1"))
+	err := s.View(ctx, func(tx *Tx) error {
+		var names []string
+		tx.btx.ForEach(func(name []byte, _ *bolt.Bucket) error { names = append(names, string(name)); return nil })
+		if fmt.Sprint(names) != "[kv meta]" {
+			t.Errorf("top-level buckets %v, want [kv meta]", names)
+		}
+		if st := tx.meta.Stats(); st.InlineBucketN != 1 {
+			t.Errorf("meta is not inline: %+v", st)
+		}
+		count := map[byte]int{}
+		c := tx.btx.Bucket(kvBucket).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			count[k[0]]++
+		}
+		if count[keysPrefix] != 2 || count[revsPrefix] != 5 || len(count) != 2 {
+			t.Errorf("kv holds keys by first byte %v, want 2 'k' (/a, /c) and 5 'r'", count)
+		}
+		var keys []string
+		kc := tx.keys.Cursor()
+		for k, _ := kc.First(); k != nil; k, _ = kc.Next() {
+			keys = append(keys, string(k))
+		}
+		if k, _ := kc.Seek([]byte("/z")); k != nil {
+			t.Errorf("the index's cursor sought past its last key found %q", k)
+		}
+		var revs []int64
+		rc := tx.revs.Cursor()
+		for k, _ := rc.First(); k != nil; k, _ = rc.Next() {
+			revs = append(revs, revisionOf(k))
+		}
+		if fmt.Sprint(keys) != "[/a /c]" || fmt.Sprint(revs) != "[1 2 3 4 5]" {
+			t.Errorf("keys %v, records at %v; want [/a /c] and [1 2 3 4 5]", keys, revs)
+		}
+		if n, max, err := tx.Stat("/"); err != nil || n != 2 || max != 5 {
+			t.Errorf("Stat(/) = %d, %d, %v; want 2, 5", n, max, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

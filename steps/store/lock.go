@@ -32,16 +32,20 @@ import (
 //   - bbolt Open+Close of a store of 10,000 objects: ~40-53µs read-write,
 //     ~26-31µs read-only (BenchmarkOpenClose); one fsync'd bbolt Update:
 //     ~400-550µs on a quiet disk, up to ~1.5ms while others write.
-//   - the store with the linger ran at 0.79-0.95x the rate of raw bbolt on a
-//     handle kept open (median of the rounds; most runs 0.86-0.93x), level
+//   - the store with the linger ran at 0.77-0.96x the rate of raw bbolt on
+//     a handle kept open (median of the rounds; most runs 0.91-0.96x), level
 //     with raw bbolt writing the same index entry next to each value
-//     (raw-indexed, 0.78-0.97x): both write the same pages per commit
-//     (7.3 at 300 objects, 8.4 at 2,000) against raw's 5.9 at 300 (one
-//     more B-tree path, the keys bucket's), and the store adds ~5µs of CPU
-//     to raw-indexed's. Opening and closing around every write
-//     (WithLinger(0, 0)) ran at 0.64-0.78x. Open and Close are cheap, but
-//     the first commit after an open is slower than the next ones (a fresh
-//     mmap, the freelist read again).
+//     (raw-indexed, 0.88-0.98x): both write the same pages per commit
+//     (BenchmarkPagesPerCommit: 6.85 at 300 objects, 8.3 at 2,000, 8.5 at
+//     10,000) against raw's 5.9, 6.4 and 6.8 (one more leaf, the index
+//     entry's, and in a deeper tree the branch page above it), and the
+//     store adds ~5µs of CPU to raw-indexed's. With the index in a bucket
+//     of its own (layout 2: 7.3, 8.4 and 9.3 pages) the store ran at
+//     0.79-0.95x, most runs 0.86-0.93x; side by side, layout 3 wrote ~4%
+//     faster at 300 objects, ~2% at 1,500. Opening and closing around
+//     every write (WithLinger(0, 0)) ran at 0.67-0.80x. Open and Close are
+//     cheap, but the first commit after an open is slower than the next
+//     ones (a fresh mmap, the freelist read again).
 //
 // So the handle lingers: one open per burst instead of one per write.
 //

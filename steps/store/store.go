@@ -157,7 +157,7 @@ func (s *Store) init(exists bool) error {
 			if err := checkFormat(s.path, m.Get(metaFormat)); err != nil {
 				return err
 			}
-			ready = btx.Bucket(keysBucket) != nil && btx.Bucket(revsBucket) != nil
+			ready = btx.Bucket(kvBucket) != nil
 			return nil
 		}
 		return btx.ForEach(func(name []byte, _ *bolt.Bucket) error {
@@ -177,7 +177,7 @@ func (s *Store) init(exists bool) error {
 			if err := check(btx); err != nil || ready {
 				return err
 			}
-			for _, b := range [][]byte{keysBucket, revsBucket, metaBucket} {
+			for _, b := range [][]byte{kvBucket, metaBucket} {
 				if _, err := btx.CreateBucketIfNotExists(b); err != nil {
 					return err
 				}

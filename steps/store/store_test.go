@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -298,6 +299,7 @@ func TestStore_BadInputs(t *testing.T) {
 	}{
 		{"create an empty key", update(create("", "1")), ErrBadKey},
 		{"create a key without /", update(create("a/b", "1")), ErrBadKey},
+		{"create a key of bbolt's largest size (the index adds a byte)", update(create("/"+strings.Repeat("k", bolt.MaxKeySize-1), "1")), ErrBadKey},
 		{"create a nil value", update(func(tx *Tx) error { _, err := tx.Create("/n", nil); return err }), ErrBadKey},
 		{"put a nil value", update(func(tx *Tx) error { _, err := tx.Put("/a", nil, 0); return err }), ErrBadKey},
 		{"put expecting a negative revision", update(put("/a", "1", -1)), ErrBadRevision},

@@ -10,23 +10,28 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The file's layout: three top-level bbolt buckets, etcd's own design. etcd
-// keeps every value once, in a bucket keyed by revision (its "key" bucket,
-// our revs), and an index from each key to its revisions, which it rebuilds
+// The file's layout: etcd's own design, in two top-level bbolt buckets.
+// etcd keeps every value once, in a bucket keyed by revision (its "key"
+// bucket), and an index from each key to its revisions, which it rebuilds
 // in memory at start. podlab reopens the file for every burst of
-// operations, so its index is a bucket too (keys), and it stays small: no
-// value is in it.
+// operations, so its index is on disk too, and it stays small: no value is
+// in it.
+//
+// The index and the records share one bucket, kv, under two key prefixes,
+// so that a write dirties one B-tree: the leaf of its record, the leaf of
+// its key's index entry, and the branch pages above them, the upper ones
+// shared (as two buckets, each had a whole path of its own). Pages
+// written per commit (BenchmarkPagesPerCommit: one create per commit,
+// 1.2KB values, the meta page included), at 300 / 2,000 / 10,000 objects:
+// one bucket 6.85 / 8.3 / 8.5; two buckets (layout 2) 7.3 / 8.4 / 9.3; raw
+// bbolt, one Put per commit, 5.9 / 6.4 / 6.8. Each page costs ~25-30µs of
+// fsync on the project's disk.
 var (
-	// revsBucket maps revision (8 bytes, big-endian) + sub-index (4 bytes)
-	// to one record (see record): the event of one write, with the value it
-	// wrote. It is the history Watch reads, and where every value lives,
-	// once. Compaction removes the records up to a revision, except those
-	// that still hold the current value of their key.
-	revsBucket = []byte("revs")
-	// keysBucket maps each live key to a keyRecord: its create_revision,
-	// mod_revision and version, and where its value is in revs.
-	keysBucket = []byte("keys")
-	// metaBucket holds the counters below.
+	// kvBucket holds two keyspaces, revs and keys (see the prefixes).
+	kvBucket = []byte("kv")
+	// metaBucket holds the counters below. It is small, so bbolt keeps it
+	// inline in the page that lists the top-level buckets, which every
+	// commit writes anyway: it costs no page of its own.
 	metaBucket = []byte("meta")
 
 	metaFormat    = []byte("format")    // formatName: which layout the file has
@@ -35,22 +40,86 @@ var (
 	metaEvents    = []byte("events")    // how many records revs holds after the compacted revision (8 bytes)
 )
 
-// formatName marks a file as a podlab store, and names its layout: "/2" is
+// The keyspaces of kv, by the first byte of their keys.
+const (
+	// revsPrefix starts the keys of revs, the records: 'r', then revision
+	// (8 bytes, big-endian) + sub-index (4 bytes) map to one record (see
+	// record): the event of one write, with the value it wrote. They are
+	// the history Watch reads, and where every value lives, once.
+	// Compaction removes the records up to a revision, except those that
+	// still hold the current value of their key. Revisions only grow, so
+	// new records go to the end of the bucket ('r' sorts after 'k').
+	revsPrefix byte = 'r'
+	// keysPrefix starts the keys of keys, the index: 'k', then each live
+	// key ("k/registry/pods/default/web") maps to a keyRecord: its
+	// create_revision, mod_revision and version, and where its value is in
+	// revs.
+	keysPrefix byte = 'k'
+)
+
+// formatName marks a file as a podlab store, and names its layout: "/3" is
 // the layout above. Layout 1 (the first podlab stores) kept each value
-// twice, in keys and in a bucket "log"; this package does not read it.
+// twice, in keys and in a bucket "log"; layout 2 had the index and the
+// records in two buckets, "keys" and "revs". This package reads neither.
 const (
 	formatPrefix = "podlab-store/"
-	formatLayout = "2"
+	formatLayout = "3"
 	formatName   = formatPrefix + formatLayout
 )
 
-// revsFillPercent is how full bbolt fills the pages of revs when it splits
-// them. revs grows at its end only (a page left behind gets no more
-// inserts, compaction only removes from it), so its pages may be packed, as
-// etcd packs its own revision bucket; bbolt's default, 0.5, suits keys
-// written in any order. (With values of ~1KB a leaf holds two records
-// either way: it packs the branch pages.)
-const revsFillPercent = 0.9
+// The kv bucket keeps bbolt's default fill (0.5: a page that splits keeps
+// half its entries). etcd packs the pages of its revision bucket (0.9-1.0),
+// where keys only grow; here the same bucket takes the index's keys in any
+// order, and packed pages split again at the next insert among them. Pages
+// written per commit at 300 / 2,000 / 10,000 objects (as
+// BenchmarkPagesPerCommit counts them): names in order 6.85 / 8.29 / 8.50
+// at 0.5, 6.79 / 8.27 / 8.48 at 0.9; names in random order 6.81 / 8.28 /
+// 8.48 at 0.5, 6.98 / 8.33 / 8.51 at 0.9. (With values of ~1.2KB a leaf
+// holds two or three records at any fill.)
+
+// keyspace is one of kv's two halves: the entries whose keys start with
+// its prefix, addressed without the prefix.
+type keyspace struct {
+	b      *bolt.Bucket
+	prefix byte
+}
+
+// key is k with the prefix: a new slice (bbolt keeps a Put's key until the
+// transaction ends).
+func (ks keyspace) key(k []byte) []byte {
+	return append(append(make([]byte, 0, 1+len(k)), ks.prefix), k...)
+}
+
+func (ks keyspace) Get(k []byte) []byte   { return ks.b.Get(ks.key(k)) }
+func (ks keyspace) Put(k, v []byte) error { return ks.b.Put(ks.key(k), v) }
+func (ks keyspace) Delete(k []byte) error { return ks.b.Delete(ks.key(k)) }
+func (ks keyspace) Cursor() *keyspaceCursor {
+	return &keyspaceCursor{c: ks.b.Cursor(), prefix: ks.prefix}
+}
+
+// keyspaceCursor walks one keyspace, in key order: its keys come without
+// the prefix, and it ends (nil) where the keyspace ends.
+type keyspaceCursor struct {
+	c      *bolt.Cursor
+	prefix byte
+	seek   []byte // reused: bbolt does not keep a Seek's key
+}
+
+func (kc *keyspaceCursor) First() ([]byte, []byte) { return kc.Seek(nil) }
+
+func (kc *keyspaceCursor) Seek(k []byte) ([]byte, []byte) {
+	kc.seek = append(append(kc.seek[:0], kc.prefix), k...)
+	return kc.strip(kc.c.Seek(kc.seek))
+}
+
+func (kc *keyspaceCursor) Next() ([]byte, []byte) { return kc.strip(kc.c.Next()) }
+
+func (kc *keyspaceCursor) strip(k, v []byte) ([]byte, []byte) {
+	if len(k) == 0 || k[0] != kc.prefix {
+		return nil, nil
+	}
+	return k[1:], v
+}
 
 // KV is a key as stored, with etcd's three counters. The API server shows
 // ModRevision as the object's metadata.resourceVersion.
@@ -96,24 +165,23 @@ type Event struct {
 // Tx is one transaction, read-only (View) or read-write (Update). It is
 // valid only inside the function it was passed to.
 type Tx struct {
-	btx              *bolt.Tx
-	keys, revs, meta *bolt.Bucket
-	rev, compacted   int64
-	events           int64
-	history          int
-	wrote, trimmed   bool // a key was written; the history was compacted
-	sub              uint32
+	btx            *bolt.Tx
+	keys, revs     keyspace // the index and the records, in kv
+	meta           *bolt.Bucket
+	rev, compacted int64
+	events         int64
+	history        int
+	wrote, trimmed bool // a key was written; the history was compacted
+	sub            uint32
 }
 
 func newTx(btx *bolt.Tx, history int) (*Tx, error) {
-	tx := &Tx{btx: btx, history: history,
-		keys: btx.Bucket(keysBucket), revs: btx.Bucket(revsBucket), meta: btx.Bucket(metaBucket)}
-	if tx.keys == nil || tx.revs == nil || tx.meta == nil {
+	kv, meta := btx.Bucket(kvBucket), btx.Bucket(metaBucket)
+	if kv == nil || meta == nil {
 		return nil, errors.New("not a podlab store: its buckets are missing")
 	}
-	if btx.Writable() {
-		tx.revs.FillPercent = revsFillPercent
-	}
+	tx := &Tx{btx: btx, history: history, meta: meta,
+		keys: keyspace{b: kv, prefix: keysPrefix}, revs: keyspace{b: kv, prefix: revsPrefix}}
 	var err error
 	if tx.rev, err = tx.metaInt(metaRevision); err != nil {
 		return nil, err
@@ -186,8 +254,8 @@ func (tx *Tx) keyRecord(key string) (keyRecord, bool, error) {
 }
 
 // valueOf reads the record that holds a key's current value, with c (a
-// cursor over revs, reused across a loop) or without.
-func (tx *Tx) valueOf(key string, kr keyRecord, c *bolt.Cursor) (record, error) {
+// cursor over the records, reused across a loop) or without.
+func (tx *Tx) valueOf(key string, kr keyRecord, c *keyspaceCursor) (record, error) {
 	ref := revKey(kr.mod, kr.sub)
 	var v []byte
 	if c == nil {
@@ -553,14 +621,18 @@ func checkKey(key string) error {
 	if !strings.HasPrefix(key, "/") {
 		return fmt.Errorf("key %q does not start with \"/\": %w", key, ErrBadKey)
 	}
-	if len(key) > bolt.MaxKeySize {
-		return fmt.Errorf("key is %d bytes, more than %d: %w", len(key), bolt.MaxKeySize, ErrBadKey)
+	if len(key) > maxKeySize {
+		return fmt.Errorf("key is %d bytes, more than %d: %w", len(key), maxKeySize, ErrBadKey)
 	}
 	return nil
 }
 
-// revKey is the key of a record in revs: revision then sub-index, both
-// big-endian, so that the bucket's byte order is revision order.
+// maxKeySize is the longest key: bbolt's limit, less the index's prefix.
+const maxKeySize = bolt.MaxKeySize - 1
+
+// revKey is the key of a record in revs (after the prefix): revision then
+// sub-index, both big-endian, so that the keys' byte order is revision
+// order.
 func revKey(rev int64, sub uint32) []byte {
 	k := binary.BigEndian.AppendUint64(make([]byte, 0, 12), uint64(rev))
 	return binary.BigEndian.AppendUint32(k, sub)
