@@ -158,6 +158,9 @@ func defaults(obj Object) []string {
 
 // phase reports one admission or validation phase and returns its error.
 func (c *Client) phase(name, plugin string, notes []string, err error) error {
+	if c.phases == nil {
+		return err
+	}
 	p := Phase{Name: name, Plugin: plugin, Details: notes, Err: err}
 	switch {
 	case err != nil:

@@ -69,7 +69,9 @@ func (c *Client) authenticate() (authn.User, error) {
 	if !ok {
 		// kube-apiserver says only "Unauthorized"; podlab adds where tokens are
 		err := apierrors.NewUnauthorized("Unauthorized: the bearer token is not in the token file " + c.s.tokens.Path() + "; act as a user with --as NAME, or pass one of its tokens")
-		c.report(Phase{Name: PhaseAuthentication, Plugin: "token file", Summary: "401 Unauthorized: the bearer token is in no line of " + c.s.tokens.Path(), Err: err})
+		if c.phases != nil {
+			c.report(Phase{Name: PhaseAuthentication, Plugin: "token file", Summary: "401 Unauthorized: the bearer token is in no line of " + c.s.tokens.Path(), Err: err})
+		}
 		return authn.User{}, err
 	}
 	c.report(Phase{Name: PhaseAuthentication, Plugin: "token file",
@@ -94,7 +96,9 @@ func (c *Client) authorize(tx *store.Tx, a rbac.Attributes) (*rbac.Policy, error
 		// NewForbidden's text is kube-apiserver's: pods "web" is forbidden:
 		// User "viewer" cannot create resource "pods" in API group "" in the namespace "default"
 		err := apierrors.NewForbidden(gr, a.Name, errors.New(rbac.ForbiddenMessage(a)))
-		c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: "403 Forbidden: " + rbac.ForbiddenMessage(a), Details: []string{d.Reason}, Err: err})
+		if c.phases != nil {
+			c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: "403 Forbidden: " + rbac.ForbiddenMessage(a), Details: []string{d.Reason}, Err: err})
+		}
 		return nil, err
 	}
 	c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: strings.TrimPrefix(d.Reason, "RBAC: ")})

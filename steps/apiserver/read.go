@@ -39,7 +39,9 @@ func (c *Client) Get(ctx context.Context, resource, namespace, name string) (Obj
 		if obj == nil {
 			return apierrors.NewNotFound(res.GroupResource(), name)
 		}
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("read %s (mod_revision %s)", res.Key(namespace, name), obj.GetResourceVersion())})
+		if c.phases != nil {
+			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("read %s (mod_revision %s)", res.Key(namespace, name), obj.GetResourceVersion())})
+		}
 		out = obj
 		return nil
 	})
@@ -138,7 +140,9 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 	if err != nil {
 		return nil, err
 	}
-	c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("listed %d keys under %s at revision %d, %d match", len(raw), res.Prefix(namespace), rev, len(items))})
+	if c.phases != nil {
+		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("listed %d keys under %s at revision %d, %d match", len(raw), res.Prefix(namespace), rev, len(items))})
+	}
 	return &List{Items: items, ResourceVersion: strconv.FormatInt(rev, 10)}, nil
 }
 
@@ -219,7 +223,9 @@ func (c *Client) Watch(ctx context.Context, resource, namespace string, opts Lis
 	if err != nil {
 		return nil, storeError(res.GroupResource(), "", err)
 	}
-	c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("watching %s after revision %d", prefix, from)})
+	if c.phases != nil {
+		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("watching %s after revision %d", prefix, from)})
+	}
 	w := &watcher{events: make(chan WatchEvent, 64), done: make(chan struct{})}
 	go w.run(ctx, res, sw, sel)
 	return w, nil

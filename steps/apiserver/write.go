@@ -114,7 +114,9 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 			return store.KV{}, fmt.Errorf("updating quota %q's usage: %w", q.Name, err)
 		}
 	}
-	c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes)", key, kv.ModRevision, len(data))})
+	if c.phases != nil {
+		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes)", key, kv.ModRevision, len(data))})
+	}
 	return kv, nil
 }
 
@@ -205,7 +207,9 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 			return err
 		}
 		obj.SetResourceVersion(fmt.Sprint(kv.ModRevision))
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
+		if c.phases != nil {
+			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
+		}
 		out = obj
 		return nil
 	})
@@ -315,7 +319,9 @@ func (c *Client) Bind(ctx context.Context, b *corev1.Binding) error {
 		if err != nil {
 			return err
 		}
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("bound %s to node %q at revision %d", kv.Key, b.Target.Name, kv.ModRevision)})
+		if c.phases != nil {
+			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("bound %s to node %q at revision %d", kv.Key, b.Target.Name, kv.ModRevision)})
+		}
 		return nil
 	})
 	return err
@@ -383,7 +389,9 @@ func (s *Server) remove(tx *store.Tx, c *Client, res Resource, obj Object) error
 		return storeError(res.GroupResource(), obj.GetName(), err)
 	}
 	if c != nil {
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("deleted %s (revision %d)", kv.Key, kv.ModRevision)})
+		if c.phases != nil {
+			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("deleted %s (revision %d)", kv.Key, kv.ModRevision)})
+		}
 	}
 	return nil
 }
@@ -424,7 +432,9 @@ func (s *Server) deletePod(tx *store.Tx, c *Client, pod *corev1.Pod, opts Delete
 	}
 	pod.ResourceVersion = fmt.Sprint(kv.ModRevision)
 	if c != nil {
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("marked %s for deletion at revision %d: deletionTimestamp %s, grace period %ds; the kubelet of node %q stops its containers and removes it", kv.Key, kv.ModRevision, ts.UTC().Format("2006-01-02T15:04:05Z"), grace, pod.Spec.NodeName)})
+		if c.phases != nil {
+			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("marked %s for deletion at revision %d: deletionTimestamp %s, grace period %ds; the kubelet of node %q stops its containers and removes it", kv.Key, kv.ModRevision, ts.UTC().Format("2006-01-02T15:04:05Z"), grace, pod.Spec.NodeName)})
+		}
 	}
 	return pod, nil
 }
