@@ -40,6 +40,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
   kubelet          a node's agent: runs the pods bound to it through the runtime
                    steps below, and reports their status (steps 6-8, 14-16)
   logs             a container's log, from its node
+  trace            a pod's timeline: each stage, who did it, the revision, when
 
   registry serve   the image registry the runtime pulls from (step 9)
   pull             the container runtime pulls an image into its content store (step 9)
@@ -85,6 +86,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			controllerManagerCommand,
 			kubeletCommand,
 			logsCommand,
+			traceCommand,
 			registryCommand,
 			pullCommand,
 			imagesCommand,
