@@ -1,9 +1,12 @@
 # podlab: every stage of "kubectl run" done for real, one subcommand per stage.
 #
-#   make demo    install what is missing, build, and walk the runtime half of
-#                the chain offline: registry -> pull -> unpack -> spec -> runc
-#   make test    install what is missing, build, and run every test
-#   make bench   measure podlab against crane, tar, umoci and bare runc
+#   make demo    install what is missing, build, and run the whole chain
+#                offline with `podlab up`: API server -> store -> scheduler ->
+#                kubelet -> pull -> unpack -> spec -> runc -> Running
+#   make test    install what is missing, build, and run every test (and
+#                every shell block of every lesson)
+#   make bench   measure podlab against crane, tar, umoci, bare runc and raw
+#                bbolt, and the scheduler and pod start-up
 #
 # Everything podlab makes lives under STATE_DIR (default /var/lib/podlab as
 # root); the tools it needs are installed into ./bin.
@@ -13,7 +16,6 @@ GO           ?= go
 BIN          := $(CURDIR)/bin
 UID          := $(shell id -u)
 STATE_DIR    ?= $(if $(filter 0,$(UID)),/var/lib/podlab,$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/podlab)
-REGISTRY     ?= 127.0.0.1:5001
 RUNC_VERSION := v1.5.3
 CRANE_VERSION:= v0.22.1
 # Debian packages the build, the tests and the benchmarks need.
@@ -57,20 +59,10 @@ images: build
 ## demo: the runtime half of the chain, offline, through the local registry
 demo: deps build images demo-run
 
+## demo-run: podlab up, the seed's 16 steps of a pod done for real, offline:
+## it serves $(STATE_DIR)/demo-images from an in-process registry
 demo-run:
-	@set -euo pipefail; \
-	log=$$(mktemp); \
-	$(PODLAB) registry serve --addr $(REGISTRY) >$$log 2>&1 & reg=$$!; \
-	trap 'kill $$reg 2>/dev/null; wait $$reg 2>/dev/null; rm -f $$log' EXIT; \
-	for i in $$(seq 100); do curl -fsS http://$(REGISTRY)/v2/ >/dev/null 2>&1 && break; sleep 0.1; done; \
-	cat $$log; \
-	step() { echo; echo "=== $$1"; shift; echo "\$$ podlab $$*"; $(PODLAB) "$$@"; }; \
-	step "9. the runtime pulls nginx through the local mirror" pull nginx --registry-mirror http://$(REGISTRY); \
-	step "9. the runtime pulls podlab/hello" pull $(REGISTRY)/podlab/hello:1.0; \
-	step "10. the runtime unpacks the image into a bundle" unpack $(REGISTRY)/podlab/hello:1.0 --bundle $(STATE_DIR)/bundles/hello --force; \
-	step "11. the runtime writes the OCI runtime spec" spec --bundle $(STATE_DIR)/bundles/hello --image $(REGISTRY)/podlab/hello:1.0 --memory 64Mi --pids 64 --args --once; \
-	$(PODLAB) runc delete --force hello >/dev/null 2>&1 || true; \
-	step "12-13. runc sets up namespaces, cgroups, rootfs and capabilities, then runs the app" runc run hello --bundle $(STATE_DIR)/bundles/hello
+	$(PODLAB) up
 
 ## test: everything, with the real runc (as root) and the demo images
 test: deps build images

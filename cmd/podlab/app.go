@@ -27,6 +27,8 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 Each subcommand is one stage, done for real, and prints what it did in
 Kubernetes terms and where its artifacts are, so you can open them:
 
+  up               the whole chain at once, numbered as the seed numbers it
+  reset            remove everything podlab made
   init             make the API server's store and users (run it first)
   run, apply,      send objects through the API server's gate:
   create, scale,   authentication, authorization (RBAC), admission,
@@ -41,6 +43,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
                    steps below, and reports their status (steps 6-8, 14-16)
   logs             a container's log, from its node
   trace            a pod's timeline: each stage, who did it, the revision, when
+  exec             run a command in a pod's container (runc exec)
 
   registry serve   the image registry the runtime pulls from (step 9)
   pull             the container runtime pulls an image into its content store (step 9)
@@ -71,6 +74,8 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			},
 		}, apiFlags()...),
 		Commands: []*cli.Command{
+			upCommand,
+			resetCommand,
 			initCommand,
 			runCommand,
 			applyCommand,
@@ -87,6 +92,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			kubeletCommand,
 			logsCommand,
 			traceCommand,
+			execCommand,
 			registryCommand,
 			pullCommand,
 			imagesCommand,

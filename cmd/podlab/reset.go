@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/up"
+)
+
+var resetCommand = &cli.Command{
+	Name:      "reset",
+	Usage:     "remove everything podlab made under the state directory: containers, mounts, cgroups, the store, the content stores",
+	ArgsUsage: "[--yes] [--all]",
+	Description: `podlab reset takes a state directory back to nothing, as tearing a cluster
+down does (kubeadm reset, kind delete cluster), in the order the pieces
+depend on each other:
+
+  1. containers  every container runc knows under the state directory, the
+                 top-level runc root (podlab runc create) and every node's
+                 (the kubelets'): runc delete --force kills it and removes
+                 its state and cgroup; the shim leaves with it
+  2. mounts      the pods' namespace files, nodes/*/{netns,ipcns,utsns}/<uid>,
+                 are bind mounts: unmounted first (a namespace lives as long
+                 as a process or a mount holds it)
+  3. cgroups     the empty cgroups under /podlab, in every hierarchy (cgroup
+                 v1 controllers and v2/unified): rmdir is the only way to
+                 remove a cgroup, and one with processes in it stays
+  4. files       the store (etcd/), the tokens (auth/), the content stores
+                 (content/, nodes/*/content), bundles, runc roots, the
+                 registry's blobs, the node directories
+
+The demo images (demo-images/) and the .deb cache (cache/) stay, since they
+take a while to make again: --all removes them too. Anything else in the
+directory is left alone. A directory with none of etcd/, nodes/ or content/
+inside is not podlab's, and is refused.
+
+It asks first, unless --yes.
+
+Examples:
+  podlab reset
+  podlab reset --yes && podlab up`,
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask"},
+		&cli.BoolFlag{Name: "all", Usage: "remove the demo images and the .deb cache too"},
+		&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH"},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() != 0 {
+			return fmt.Errorf("reset takes no arguments (got %q): the state directory is --state-dir", c.Args().Slice())
+		}
+		dir, err := stateDir(c)
+		if err != nil {
+			return err
+		}
+		if err := up.CheckStateDir(dir); err != nil {
+			return err
+		}
+		w := c.App.Writer
+		if !c.Bool("yes") {
+			fmt.Fprintf(w, "Remove everything under %s? [y/N] ", dir)
+			answer, _ := bufio.NewReader(c.App.Reader).ReadString('\n')
+			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+				fmt.Fprintln(w, "Nothing removed.")
+				return nil
+			}
+		}
+		bin, err := runc.FindRuntime(c.String("runtime"))
+		if err != nil {
+			return err
+		}
+		opts := up.ResetOptions{StateDir: dir, All: c.Bool("all"), Runtime: bin}
+		if c.Bool("debug") {
+			opts.OnCommand = traceTo(w)
+		}
+		res, err := up.Reset(c.Context, opts)
+		if res != nil {
+			printReset(c, dir, res)
+		}
+		return err
+	},
+}
+
+func printReset(c *cli.Context, dir string, res *up.ResetResult) {
+	w := c.App.Writer
+	section := func(title string, items []string) {
+		if len(items) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "%s:\n", title)
+		for _, i := range items {
+			fmt.Fprintf(w, "  %s\n", i)
+		}
+	}
+	section("Deleted containers (runc delete --force: killed, state and cgroup removed)", res.Containers)
+	section("Unmounted", res.Unmounted)
+	if len(res.Cgroups) > 0 {
+		fmt.Fprintf(w, "Removed cgroups: %s\n", cgroupSummary(res.Cgroups))
+	}
+	section("Cgroups left under "+up.CgroupRoot+" (processes still in them: containers of another state directory?)", res.BusyCgroups)
+	section("Removed", res.Removed)
+	section("Kept", res.Kept)
+	if len(res.Containers)+len(res.Unmounted)+len(res.Cgroups)+len(res.Removed) == 0 {
+		fmt.Fprintf(w, "Nothing of podlab's was left under %s.\n", dir)
+		return
+	}
+	fmt.Fprintf(w, "%s is reset: podlab up starts over.\n", dir)
+}

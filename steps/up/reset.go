@@ -1,0 +1,318 @@
+package up
+
+// Reset undoes everything podlab made under a state directory, in the
+// order the pieces depend on each other: the containers first (a cgroup
+// with a process in it cannot be removed, a namespace with a process in it
+// lives on), then the mounts (a bind-mounted namespace file cannot be
+// deleted before it is unmounted), then the cgroups, then the files.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/podlab/podlab/steps/runc"
+)
+
+// What podlab makes at the top of a state directory.
+var (
+	// resetEntries are removed by Reset.
+	resetEntries = []string{"nodes", "containers", "runc", "bundles", "content", "registry", "etcd", "auth"}
+	// keptEntries are kept unless ResetOptions.All: they take a while to
+	// make again (make images, the .deb downloads).
+	keptEntries = []string{"demo-images", "cache"}
+	// markers are what makes a directory podlab's: one of them must exist.
+	markers = []string{"etcd", "nodes", "content"}
+)
+
+// CgroupRoot is the cgroup under which podlab puts every container (the
+// kubelet's /podlab/kubepods/pod<uid>/<id>, runc's /podlab/<id>).
+const CgroupRoot = "/podlab"
+
+// ResetOptions say what Reset removes.
+type ResetOptions struct {
+	StateDir string
+	// All removes the demo images and the .deb cache too.
+	All bool
+	// Runtime is the OCI runtime binary, to kill and delete containers.
+	Runtime string
+	// OnCommand receives every runc command line.
+	OnCommand func(argv []string)
+	// CgroupRoot is the cgroup whose empty descendants are removed
+	// (default CgroupRoot, /podlab).
+	CgroupRoot string
+}
+
+// ResetResult is what Reset removed.
+type ResetResult struct {
+	// Containers are the runtime containers killed and deleted, as
+	// "<runc root> <id>".
+	Containers []string
+	// Unmounted are the mounts under the state directory (the pods'
+	// namespace files) that were unmounted.
+	Unmounted []string
+	// Cgroups are the cgroup directories removed, in every hierarchy
+	// (with the containers, then the empty ones left under /podlab);
+	// BusyCgroups are the cgroups left because processes are still in
+	// them (each once, whatever the hierarchies: /podlab/kubepods/pod1/c1).
+	Cgroups     []string
+	BusyCgroups []string
+	// Removed are the files and directories removed; Kept those left, with
+	// why.
+	Removed []string
+	Kept    []string
+}
+
+// CheckStateDir refuses a directory that holds none of what podlab makes
+// (etcd/, nodes/ or content/), so that a mistyped --state-dir removes
+// nothing.
+func CheckStateDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if abs == "/" {
+		return fmt.Errorf("%w: /", ErrNotStateDir)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrNotStateDir, abs, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrNotStateDir, abs)
+	}
+	for _, m := range markers {
+		if fi, err := os.Stat(filepath.Join(abs, m)); err == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s has no %s/ inside: nothing of podlab's to remove (is --state-dir right?)", ErrNotStateDir, abs, strings.Join(markers, "/, "))
+}
+
+// Reset removes what podlab made under opts.StateDir: every container
+// (runc kill and delete, under every node's runc root and the top-level
+// one), the mounts under the directory (unmounted first), the empty
+// cgroups under /podlab in every hierarchy, then the store, the tokens,
+// the content stores, bundles and node directories. The demo images and
+// the .deb cache stay unless opts.All. Entries podlab does not make are
+// left alone.
+func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
+	if err := CheckStateDir(opts.StateDir); err != nil {
+		return nil, err
+	}
+	dir, _ := filepath.Abs(opts.StateDir)
+	res := &ResetResult{}
+	var errs []error
+
+	// 1. The containers: runc delete --force kills each, removes runc's
+	// state and its cgroups; podlab's containers/<id> goes with it.
+	for _, rt := range runtimes(dir, opts) {
+		ids, err := containerIDs(rt)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, id := range ids {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			d, err := rt.Delete(ctx, id, true)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("deleting container %s: %w", id, err))
+				continue
+			}
+			res.Containers = append(res.Containers, rt.RootDir()+" "+id)
+			res.Cgroups = append(res.Cgroups, d.Cgroups...)
+		}
+	}
+
+	// 2. The mounts under the state directory, deepest first: the pods'
+	// namespace files under nodes/*/{netns,ipcns,utsns}.
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, m := range mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
+			continue
+		}
+		res.Unmounted = append(res.Unmounted, m)
+	}
+
+	// 3. The cgroups under /podlab, in every hierarchy: empty ones go
+	// (rmdir is the only way to remove a cgroup; one with processes stays).
+	cgroupRoot := opts.CgroupRoot
+	if cgroupRoot == "" {
+		cgroupRoot = CgroupRoot
+	}
+	if cgm, err := runc.HostCgroupMounts(); err == nil {
+		busy := map[string]bool{}
+		for _, m := range cgm {
+			removed, left := removeCgroupTree(filepath.Join(m.Mountpoint, cgroupRoot))
+			res.Cgroups = append(res.Cgroups, removed...)
+			for _, d := range left {
+				busy[strings.TrimPrefix(d, filepath.Clean(m.Mountpoint))] = true
+			}
+		}
+		res.BusyCgroups = leaves(busy)
+	}
+
+	// 4. The files.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return res, errors.Join(append(errs, err)...)
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case slices.Contains(resetEntries, e.Name()) || (opts.All && slices.Contains(keptEntries, e.Name())):
+			if err := os.RemoveAll(p); err != nil {
+				errs = append(errs, fmt.Errorf("removing %s: %w", p, err))
+				continue
+			}
+			res.Removed = append(res.Removed, p)
+		case slices.Contains(keptEntries, e.Name()):
+			res.Kept = append(res.Kept, p+" (kept: reset --all removes it too)")
+		default:
+			res.Kept = append(res.Kept, p+" (not podlab's: left alone)")
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// runtimes are the runc roots of the state directory: the top-level one
+// (podlab runc create) and every node's (the kubelets').
+func runtimes(dir string, opts ResetOptions) []*runc.Runtime {
+	rts := []*runc.Runtime{{Binary: opts.Runtime, StateDir: dir, OnCommand: opts.OnCommand}}
+	nodes, _ := os.ReadDir(filepath.Join(dir, "nodes"))
+	for _, n := range nodes {
+		if n.IsDir() {
+			nd := filepath.Join(dir, "nodes", n.Name())
+			rts = append(rts, &runc.Runtime{Binary: opts.Runtime, Root: filepath.Join(nd, "runc"), StateDir: nd, OnCommand: opts.OnCommand})
+		}
+	}
+	return rts
+}
+
+// containerIDs are the containers runc or podlab knows under rt.
+func containerIDs(rt *runc.Runtime) ([]string, error) {
+	seen := map[string]bool{}
+	var ids []string
+	for _, d := range []string{rt.RootDir(), filepath.Join(rt.StateDir, "containers")} {
+		ents, err := os.ReadDir(d)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		for _, e := range ents {
+			if e.IsDir() && !seen[e.Name()] {
+				seen[e.Name()] = true
+				ids = append(ids, e.Name())
+			}
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// mountsUnder lists the mount points under dir, from /proc/self/mountinfo,
+// deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescapeOctal(fields[4])
+		if strings.HasPrefix(p, dir+"/") && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if a, b := strings.Count(out[i], "/"), strings.Count(out[j], "/"); a != b {
+			return a > b
+		}
+		return out[i] > out[j]
+	})
+	return out, sc.Err()
+}
+
+// unescapeOctal undoes mountinfo's \040-style escapes.
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeCgroupTree removes the empty cgroups under top, children first,
+// and top itself. Cgroups that still hold processes (or children that do)
+// stay, and are returned as busy.
+func removeCgroupTree(top string) (removed, busy []string) {
+	var dirs []string
+	filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- { // WalkDir lists parents before children
+		if err := unix.Rmdir(dirs[i]); err == nil {
+			removed = append(removed, dirs[i])
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			busy = append(busy, dirs[i])
+		}
+	}
+	return removed, busy
+}
+
+// leaves are the cgroup paths of set that no other path of set is under:
+// the cgroups that hold the processes, not their parents.
+func leaves(set map[string]bool) []string {
+	var out []string
+	for p := range set {
+		parent := false
+		for q := range set {
+			if strings.HasPrefix(q, p+"/") {
+				parent = true
+				break
+			}
+		}
+		if !parent {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
