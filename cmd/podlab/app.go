@@ -44,6 +44,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
   logs             a container's log, from its node
   trace            a pod's timeline: each stage, who did it, the revision, when
   exec             run a command in a pod's container (runc exec)
+  lesson [N]       the labs, one per stage; check N verifies you did lesson N
 
   registry serve   the image registry the runtime pulls from (step 9)
   pull             the container runtime pulls an image into its content store (step 9)
@@ -93,6 +94,8 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			logsCommand,
 			traceCommand,
 			execCommand,
+			lessonCommand,
+			checkCommand,
 			registryCommand,
 			pullCommand,
 			imagesCommand,

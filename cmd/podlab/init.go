@@ -65,7 +65,7 @@ Any command can then act as any user: --as developer, or --token TOKEN.`,
 				fmt.Fprintf(w, "  %s\n", k)
 			}
 		}
-		fmt.Fprintln(w, "\nNext: podlab run web --image nginx (lessons/06-apiserver.md)")
+		fmt.Fprintln(w, "\nNext: podlab run web --image nginx (lessons/02-apiserver.md)")
 		return nil
 	},
 }

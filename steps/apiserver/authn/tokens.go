@@ -77,7 +77,7 @@ func Load(path string) (*Tokens, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no token file at %s: run `podlab init` first (lessons/06-apiserver.md)", path)
+			return nil, fmt.Errorf("no token file at %s: run `podlab init` first (lessons/02-apiserver.md)", path)
 		}
 		return nil, fmt.Errorf("reading the token file: %w", err)
 	}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/podlab/podlab/lessons"
+	"github.com/podlab/podlab/steps/lesson"
+)
+
+var lessonCommand = &cli.Command{
+	Name:      "lesson",
+	Usage:     "list the lessons, or show one: the chain, stage by stage, to type yourself",
+	ArgsUsage: "[N] [--dir DIR]",
+	Description: `The lessons walk the chain from "kubectl run" to a running process, one lab
+per stage, in the shape of Kubernetes the Hard Way: why the stage matters,
+the commands (each after one sentence saying what it does), the output to
+expect, a Verification section, and what comes next. Run them in order, as
+root, on one state directory: each builds on the one before.
+
+  01-03  the machine, the registry, the API server's gate and its store
+  04-05  the scheduler binds a pod; the kubelet runs it
+  06-09  the container runtime's own stages: pull, unpack, spec, runc
+  10-13  status and logs, Deployments, everything at once, cleaning up
+
+Without N, it lists them. With N, it prints lesson N: plain text when the
+output is a file or a pipe (headings underlined, code indented), with bold
+headings and colored commands on a terminal. The blocks marked sh are what
+you type; "podlab check N" then tells you whether the state is what lesson
+N should leave. Every sh block of every lesson is run by podlab's tests
+(make test), so the output shown is the output you get.
+
+Examples:
+  podlab lesson
+  podlab lesson 2
+  podlab lesson 5 | less
+  podlab check 2`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "dir", Usage: "read the lessons from DIR (default: the ones built into podlab, the repository's lessons/)"},
+	},
+	Action: func(c *cli.Context) error {
+		all, err := lessonList(c)
+		if err != nil {
+			return err
+		}
+		w := c.App.Writer
+		if c.NArg() == 0 {
+			dir := "lessons" // in the repository, and built into podlab
+			if d := c.String("dir"); d != "" {
+				dir = d
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+			fmt.Fprintln(tw, "LESSON\tTITLE\tFILE")
+			for _, l := range all {
+				fmt.Fprintf(tw, "%02d\t%s\t%s\n", l.Number, l.Title, filepath.Join(dir, l.File))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintln(w, "\nShow one: podlab lesson N. Check what you did: podlab check N.")
+			return nil
+		}
+		n, err := lessonNumber(c)
+		if err != nil {
+			return err
+		}
+		l, err := lesson.Find(all, n)
+		if err != nil {
+			return err
+		}
+		return lesson.Render(w, l, writesToTerminal(w))
+	},
+}
+
+// lessonList reads the lessons of --dir, or the ones built into podlab.
+func lessonList(c *cli.Context) ([]*lesson.Lesson, error) {
+	var fsys fs.FS = lessons.Files
+	if d := c.String("dir"); d != "" {
+		fsys = os.DirFS(d)
+	}
+	return lesson.ListFS(fsys)
+}
+
+// lessonNumber is the one argument N of `podlab lesson N` and `podlab check N`.
+func lessonNumber(c *cli.Context) (int, error) {
+	if c.NArg() != 1 {
+		return 0, fmt.Errorf("want one lesson number, got %q: `podlab lesson` lists them", c.Args().Slice())
+	}
+	n, err := strconv.Atoi(c.Args().First())
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("lesson %q: want a number such as 2 or 02 (`podlab lesson` lists them)", c.Args().First())
+	}
+	return n, nil
+}
+
+// writesToTerminal reports whether w is a terminal (for colors).
+func writesToTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,458 @@
+package lessons_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/podlab/podlab/images"
+	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/lessons"
+	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/lesson"
+	"github.com/podlab/podlab/steps/runc"
+)
+
+// blockTimeout bounds each sh block: a kubelet's --once pass pulls and
+// starts containers, the slowest thing a lesson does.
+const blockTimeout = 90 * time.Second
+
+// TestLessons runs every lesson as a learner would: every sh block of every
+// lessons/NN-*.md, in number order, in one bash session, as root, on a fresh
+// state directory, with a freshly built podlab first on PATH and the demo
+// registry already serving at $REGISTRY. Each block's output must hold the
+// lines of its expected block, in order. At the end, leftover background
+// jobs are killed and `podlab reset --yes` (or, while that command does not
+// exist, the same cleanup done here) removes the containers and mounts.
+func TestLessons(t *testing.T) {
+	testenv.RequireRoot(t)
+	runcBin := testenv.Runc(t)
+	bash := testenv.LookPath(t, "bash")
+	all, err := lesson.List(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) == 0 {
+		t.Fatal("no lessons/NN-*.md")
+	}
+	ctx := context.Background()
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-20*time.Second))
+		defer cancel()
+	}
+	start := time.Now()
+
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "bin")
+	podlab := buildPodlab(t, bin, runcBin)
+	layout := demoImages(t, ctx, tmp, needsNginx(all), builtImages())
+	state := filepath.Join(tmp, "state")
+	work := filepath.Join(tmp, "work")
+	for _, d := range []string{state, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { cleanUp(t, podlab, runcBin, state) })
+	registry := startRegistry(t, podlab, state, layout, filepath.Join(tmp, "registry.log"))
+	t.Logf("podlab %s, demo images %s, registry %s, state %s (setup took %s)", podlab, layout, registry, state, time.Since(start).Round(time.Millisecond))
+
+	s := session{
+		Bash: bash,
+		Dir:  work,
+		Env: lessonEnv(os.Environ(),
+			"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"PODLAB_STATE_DIR="+state,
+			"REGISTRY="+registry,
+			"PODLAB_REGISTRY_MIRROR=http://"+registry,
+		),
+		Timeout: blockTimeout,
+		Grace:   5 * time.Second,
+	}
+	runStart := time.Now()
+	runs, err := s.run(ctx, all)
+	if err != nil {
+		t.Fatalf("running the lessons: %v", err)
+	}
+	t.Logf("%d sh blocks of %d lessons ran in %s", len(runs), len(all), time.Since(runStart).Round(time.Millisecond))
+
+	for _, l := range all {
+		t.Run(l.Name(), func(t *testing.T) {
+			var took time.Duration
+			skipped := 0
+			for _, r := range runs {
+				if r.Lesson != l {
+					continue
+				}
+				took += r.Took
+				if !r.Started {
+					skipped++
+					continue
+				}
+				if p := r.problems(blockTimeout); p != "" {
+					t.Error(p)
+				}
+			}
+			if skipped > 0 {
+				t.Errorf("%d sh block(s) of %s never ran: an earlier block stopped the session", skipped, l.File)
+			}
+			t.Logf("%s: %d sh blocks in %s", l.File, len(l.Runs()), took.Round(time.Millisecond))
+		})
+	}
+	if t.Failed() {
+		if b, err := os.ReadFile(filepath.Join(tmp, "registry.log")); err == nil {
+			t.Logf("the registry's log:\n%s", b)
+		}
+	}
+}
+
+// TestLessonFiles checks the lessons' shape without running them: each
+// file is named as a lesson and parses, has the sections of a lab in order,
+// runs something, links only to lessons that exist, and is in the README's
+// index.
+func TestLessonFiles(t *testing.T) {
+	all, err := lesson.List(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every Markdown file but the README is a lesson: a name List does not
+	// take (03-Pull.md, 3-pull.md) would be skipped silently.
+	files, _ := filepath.Glob("*.md")
+	for _, f := range files {
+		if f != "README.md" && !slices.ContainsFunc(all, func(l *lesson.Lesson) bool { return l.File == f }) {
+			t.Errorf("%s is not read as a lesson: name it NN-name.md (two digits, lower case)", f)
+		}
+	}
+	// `podlab lesson` shows the copy built into podlab.
+	if _, err := lesson.ListFS(lessons.Files); err != nil {
+		t.Errorf("the embedded lessons: %v", err)
+	}
+	link := regexp.MustCompile(`\]\((\d\d-[a-z0-9-]+\.md)\)`)
+	for _, l := range all {
+		t.Run(l.Name(), func(t *testing.T) {
+			var headings []string
+			for _, s := range l.Sections {
+				headings = append(headings, s.Heading)
+			}
+			at := -1
+			for _, want := range []string{"Why it matters", "Commands", "Verification", "Next"} {
+				i := slices.Index(headings, want)
+				if i < 0 {
+					t.Errorf("no section %q (sections: %q)", want, headings)
+				} else if i < at {
+					t.Errorf("section %q comes before the one it should follow (sections: %q)", want, headings)
+				}
+				at = max(at, i)
+			}
+			if len(l.Runs()) == 0 {
+				t.Error("no sh block: a lesson makes the learner run something")
+			}
+			b, err := os.ReadFile(l.File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+				if _, err := os.Stat(m[1]); err != nil {
+					t.Errorf("links to %s, which does not exist", m[1])
+				}
+			}
+			if !bytes.Contains(readme, []byte("("+l.File+")")) {
+				t.Errorf("README.md's index does not link to %s", l.File)
+			}
+		})
+	}
+}
+
+// lessonEnv is env without what would change podlab's behaviour behind a
+// lesson's back (another user, a token, debug output, another runtime),
+// plus set.
+func lessonEnv(env []string, set ...string) []string {
+	drop := []string{"PODLAB_AS", "PODLAB_TOKEN", "PODLAB_DEBUG", "PODLAB_RUNTIME", "PODLAB_STATE_DIR",
+		"PODLAB_REGISTRY_MIRROR", "REGISTRY"}
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(drop, k) && !strings.HasPrefix(kv, "PATH=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
+}
+
+// buildPodlab builds bin/podlab as `make build` does, into dir, with runc
+// next to it as `make deps` puts it: podlab finds it there.
+func buildPodlab(t *testing.T, dir, runcBin string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		testenv.Missing(t, "go is not on PATH: the lessons' test builds podlab")
+	}
+	out := filepath.Join(dir, "podlab")
+	cmd := exec.Command(goBin, "build", "-tags", "urfave_cli_no_docs", "-o", out, "./cmd/podlab")
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/podlab: %v\n%s", err, b)
+	}
+	if err := os.Symlink(runcBin, filepath.Join(dir, "runc")); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// needsNginx reports whether a lesson runs anything with nginx.
+func needsNginx(all []*lesson.Lesson) bool {
+	for _, l := range all {
+		for _, b := range l.Runs() {
+			if strings.Contains(b.Code, "nginx") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// builtImages are where `make images` puts the demo images:
+// <state>/demo-images of the Makefile's state directory (PODLAB_DEB_CACHE
+// is its <state>/cache/debs), or of the default one.
+func builtImages() []string {
+	var out []string
+	if c := os.Getenv("PODLAB_DEB_CACHE"); c != "" {
+		out = append(out, filepath.Join(filepath.Dir(filepath.Dir(c)), "demo-images"))
+	}
+	return append(out, "/var/lib/podlab/demo-images")
+}
+
+// demoImages returns an OCI layout with the demo images: the first of
+// candidates that has them, else one built here into tmp. nginx needs Debian's .debs
+// ($PODLAB_DEB_CACHE, else images/out/debs); without them only hello is
+// built, and a lesson that needs nginx skips the test (fails it in CI).
+func demoImages(t *testing.T, ctx context.Context, tmp string, nginx bool, candidates []string) string {
+	t.Helper()
+	for _, c := range candidates {
+		refs := layoutRefs(c)
+		if slices.Contains(refs, images.HelloRef) && (!nginx || slices.Contains(refs, images.NginxRef)) {
+			return c
+		}
+	}
+
+	out := filepath.Join(tmp, "demo-images")
+	cache := os.Getenv("PODLAB_DEB_CACHE")
+	if cache == "" {
+		cache = filepath.Join(testenv.RepoRoot(), "images", "out", "debs")
+	}
+	haveDebs := true
+	for _, p := range []string{"nginx", "nginx-common"} {
+		if m, _ := filepath.Glob(filepath.Join(cache, p+"_*.deb")); len(m) == 0 {
+			haveDebs = false
+		}
+	}
+	if haveDebs {
+		if _, err := images.BuildAll(ctx, out, images.BuildOptions{ModuleDir: testenv.RepoRoot(), CacheDir: cache, WorkDir: filepath.Join(tmp, "images-work")}); err != nil {
+			t.Fatalf("building the demo images: %v", err)
+		}
+		return out
+	}
+	if nginx {
+		testenv.Missing(t, "the lessons run nginx, and there are no demo images (`make images`) nor nginx .debs in %s to build it from (set PODLAB_DEB_CACHE)", cache)
+	}
+	helloBin := filepath.Join(tmp, "hello")
+	if err := images.BuildHello(ctx, testenv.RepoRoot(), helloBin); err != nil {
+		t.Fatalf("building the hello program: %v", err)
+	}
+	img, err := images.Hello(ctx, images.HelloOptions{Binary: helloBin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := images.WriteLayout(ctx, out, []images.Named{{Ref: images.HelloRef, Image: img}}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// layoutRefs lists the ref.name annotations of an OCI layout's index.json.
+func layoutRefs(dir string) []string {
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		return nil
+	}
+	var idx struct {
+		Manifests []struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if json.Unmarshal(b, &idx) != nil {
+		return nil
+	}
+	var refs []string
+	for _, m := range idx.Manifests {
+		if r := m.Annotations[images.RefNameAnnotation]; r != "" {
+			refs = append(refs, r)
+		}
+	}
+	return refs
+}
+
+// startRegistry runs `podlab registry serve` on a port the kernel picks and
+// returns its host:port once it serves podlab/hello. It is stopped when the
+// test ends.
+func startRegistry(t *testing.T, podlab, state, layout, logPath string) string {
+	t.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(podlab, "--state-dir", state, "registry", "serve", "--addr", "127.0.0.1:0", "--images", layout)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	listening := regexp.MustCompile(`listening on http://(\S+)`)
+	deadline := time.Now().Add(60 * time.Second)
+	for addr := ""; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		select {
+		case <-done:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("podlab registry serve exited:\n%s", b)
+		default:
+		}
+		if addr == "" {
+			b, _ := os.ReadFile(logPath)
+			if m := listening.FindSubmatch(b); m != nil {
+				addr = string(m[1])
+			}
+			continue
+		}
+		resp, err := http.Get("http://" + addr + "/v2/_catalog")
+		if err != nil {
+			continue
+		}
+		var body struct{ Repositories []string }
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err == nil && slices.Contains(body.Repositories, "podlab/hello") {
+			return addr
+		}
+	}
+	b, _ := os.ReadFile(logPath)
+	t.Fatalf("the registry did not serve podlab/hello within a minute:\n%s", b)
+	return ""
+}
+
+// cleanUp removes what the lessons left running: `podlab reset --yes` when
+// podlab has that command (and the lessons left something to reset), then
+// (whatever reset missed) every container of
+// every runc root of the state directory, the mounts under it (pod
+// namespaces pinned by bind mounts) and the pods' empty cgroups.
+func cleanUp(t *testing.T, podlab, runcBin, state string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if exec.Command(podlab, "reset", "--help").Run() == nil && madeByPodlab(state) {
+		cmd := exec.CommandContext(ctx, podlab, "--state-dir", state, "reset", "--yes")
+		cmd.Env = lessonEnv(os.Environ(), "PATH="+filepath.Dir(podlab)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("podlab reset --yes: %v\n%s", err, b)
+		} else {
+			t.Logf("podlab reset --yes: %d lines of output", strings.Count(string(b), "\n"))
+		}
+	}
+	type root struct{ dir, runc string }
+	roots := []root{{state, filepath.Join(state, "runc")}}
+	nodes, _ := filepath.Glob(filepath.Join(state, "nodes", "*"))
+	for _, n := range nodes {
+		roots = append(roots, root{n, kubelet.Layout{Dir: n}.RuncRoot()})
+	}
+	for _, r := range roots {
+		rt := &runc.Runtime{Binary: runcBin, Root: r.runc, StateDir: r.dir}
+		ids := map[string]bool{}
+		for _, d := range []string{r.runc, filepath.Join(r.dir, "containers")} {
+			entries, _ := os.ReadDir(d)
+			for _, e := range entries {
+				if e.IsDir() {
+					ids[e.Name()] = true
+				}
+			}
+		}
+		for id := range ids {
+			if _, err := rt.Delete(ctx, id, true); err != nil && !errors.Is(err, runc.ErrContainerNotFound) {
+				t.Errorf("cleaning up container %s of %s: %v", id, r.dir, err)
+			}
+		}
+	}
+	unmountUnder(t, state)
+	// The pods' cgroups: /podlab/kubepods/pod<uid>, and their parents when empty.
+	if mounts, err := runc.HostCgroupMounts(); err == nil {
+		for _, n := range nodes {
+			pods, _ := os.ReadDir(filepath.Join(n, "bundles"))
+			for _, p := range pods {
+				_, _ = runc.RemoveCgroupDirs(mounts, kubelet.CgroupParent+"/pod"+p.Name())
+			}
+		}
+	}
+}
+
+// madeByPodlab reports whether state holds what `podlab reset` removes
+// (it refuses a directory with none of them: lesson 13 may have reset it).
+func madeByPodlab(state string) bool {
+	for _, d := range []string{"etcd", "nodes", "content"} {
+		if _, err := os.Stat(filepath.Join(state, d)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// unmountUnder unmounts every mount point under dir, deepest first.
+func unmountUnder(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		if err := unix.Unmount(points[i], unix.MNT_DETACH); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.EINVAL) {
+			t.Errorf("unmounting %s: %v", points[i], err)
+		}
+	}
+}
