@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,7 +105,7 @@ misses nothing in between.`,
 
 // watch prints every change after revision rv until Ctrl-C.
 func watch(c *cli.Context, s *apiSession, p *kubectl.Printer, res apiserver.Resource, ns string, names []string, opts apiserver.ListOptions, rv string) error {
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(names) == 1 {
 		opts.FieldSelector = joinSelector(opts.FieldSelector, "metadata.name="+names[0])
