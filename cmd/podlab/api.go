@@ -152,3 +152,14 @@ func podFlag() cli.Flag {
 func containerFlag() cli.Flag {
 	return &cli.StringFlag{Name: "container", Aliases: []string{"c"}, Usage: "with --pod: the container (default: the one whose stage this is)"}
 }
+
+// count is "1 image", "2 images", "1 pass", "5 passes".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "s") {
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -94,7 +94,7 @@ func printControllerReport(w io.Writer, rep *controllers.Report) {
 	if !rep.Settled {
 		state = "not settled"
 	}
-	fmt.Fprintf(w, "\ncontroller-manager --once: %d passes, %d writes through the API server, %s\n", rep.Passes, rep.Writes, state)
+	fmt.Fprintf(w, "\ncontroller-manager --once: %s, %s through the API server, %s\n", count(rep.Passes, "pass"), count(rep.Writes, "write"), state)
 	list := func(what string, items []string) {
 		if len(items) > 0 {
 			fmt.Fprintf(w, "  %-20s %s\n", what, strings.Join(items, ", "))

@@ -351,9 +351,9 @@ func printNodeResult(w io.Writer, r *kubelet.NodeResult, err error) {
 		capNote = "declared by podlab node add, kept"
 	}
 	cp := n.Status.Capacity
-	fmt.Fprintf(w, "node %s: %s: cpu %s, memory %s, ephemeral-storage %s, pods %s (%s); %d images; %s\n",
+	fmt.Fprintf(w, "node %s: %s: cpu %s, memory %s, ephemeral-storage %s, pods %s (%s); %s; %s\n",
 		n.Name, how, qty(cp, corev1.ResourceCPU), qty(cp, corev1.ResourceMemory), qty(cp, corev1.ResourceEphemeralStorage),
-		qty(cp, corev1.ResourcePods), capNote, len(n.Status.Images), ready)
+		qty(cp, corev1.ResourcePods), capNote, count(len(n.Status.Images), "image"), ready)
 }
 
 func qty(l corev1.ResourceList, name corev1.ResourceName) string {
