@@ -2,10 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,11 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
-	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/kubelet"
 )
@@ -31,26 +22,8 @@ import (
 func TestDeploymentAcrossTwoNodes(t *testing.T) {
 	testenv.RequireRoot(t)
 	runc := testenv.Runc(t)
-	ctx := context.Background()
 	tmp := t.TempDir()
-	helloBin := filepath.Join(tmp, "hello")
-	if err := images.BuildHello(ctx, testenv.RepoRoot(), helloBin); err != nil {
-		t.Fatalf("building the hello program: %v", err)
-	}
-	img, err := images.Hello(ctx, images.HelloOptions{Binary: helloBin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	ref := strings.TrimPrefix(srv.URL, "http://") + "/" + images.HelloRef
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
+	ref := helloRegistry(t)
 
 	state := filepath.Join(tmp, "state")
 	mustPodlab(t, state, "init")

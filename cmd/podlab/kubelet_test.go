@@ -4,23 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/cliargs"
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/apiserver"
@@ -63,24 +56,7 @@ func TestKubeletCommand(t *testing.T) {
 	t.Setenv("PODLAB_TEST_RUN_MAIN", "1")
 	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
 
-	helloBin := filepath.Join(tmp, "hello")
-	if err := images.BuildHello(ctx, testenv.RepoRoot(), helloBin); err != nil {
-		t.Fatalf("building the hello program: %v", err)
-	}
-	img, err := images.Hello(ctx, images.HelloOptions{Binary: helloBin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	ref := strings.TrimPrefix(srv.URL, "http://") + "/" + images.HelloRef
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
+	ref := helloRegistry(t)
 
 	state := filepath.Join(tmp, "state")
 	mustPodlab(t, state, "init")

@@ -4,17 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 
@@ -171,28 +165,10 @@ func TestTraceCommand_BadInputs(t *testing.T) {
 // from podlab run to its deletion.
 func TestTraceCommand_RealPod(t *testing.T) {
 	testenv.RequireRoot(t)
-	ctx := context.Background()
 	tmp := t.TempDir()
 	t.Setenv("PODLAB_TEST_RUN_MAIN", "1") // the kubelet's shim is this test binary, run as podlab
 	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
-	helloBin := filepath.Join(tmp, "hello")
-	if err := images.BuildHello(ctx, testenv.RepoRoot(), helloBin); err != nil {
-		t.Fatalf("building the hello program: %v", err)
-	}
-	img, err := images.Hello(ctx, images.HelloOptions{Binary: helloBin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	ref := strings.TrimPrefix(srv.URL, "http://") + "/" + images.HelloRef
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
+	ref := helloRegistry(t)
 
 	state := filepath.Join(tmp, "state")
 	mustPodlab(t, state, "init")

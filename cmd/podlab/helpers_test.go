@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/podlab/podlab/images"
+	"github.com/podlab/podlab/internal/testenv"
+)
+
+// helloRegistry builds the hello demo image in-process, serves it from an
+// in-process registry for the rest of the test, and returns its reference
+// (127.0.0.1:PORT/podlab/hello:1.0): the tests' image, never the network.
+func helloRegistry(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	helloBin := filepath.Join(t.TempDir(), "hello")
+	if err := images.BuildHello(ctx, testenv.RepoRoot(), helloBin); err != nil {
+		t.Fatalf("building the hello program: %v", err)
+	}
+	img, err := images.Hello(ctx, images.HelloOptions{Binary: helloBin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/" + images.HelloRef
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
