@@ -30,11 +30,11 @@ import (
 )
 
 const (
-	createChunk     = 20 // writes per side in one chunk
-	createChunks    = 75 // chunks per side: 1,500 writes each
-	listPods        = 10000
-	watchWrites     = 300
-	writerEnv       = "PODLAB_BENCH_WATCH_WRITER" // set: this process is the writer of the watch benchmark
+	createChunk  = 20 // writes per side in one chunk
+	createChunks = 75 // chunks per side: 1,500 writes each
+	listPods     = 10000
+	watchWrites  = 300
+	writerEnv    = "PODLAB_BENCH_WATCH_WRITER" // set: this process is the writer of the watch benchmark
 )
 
 // diskDir is a directory on the machine's disk, not a tmpfs: the write
