@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"time"
 
@@ -435,43 +436,18 @@ func containerOf(res any) string {
 	return ""
 }
 
-// durationOf is a stage result's Took.
+// durationOf is a stage result's Took: every *XResult of a stage has one.
 func durationOf(res any) time.Duration {
-	switch r := res.(type) {
-	case *SandboxResult:
-		if r != nil {
-			return r.Took
-		}
-	case *PullResult:
-		if r != nil {
-			return r.Took
-		}
-	case *UnpackResult:
-		if r != nil {
-			return r.Took
-		}
-	case *SpecResult:
-		if r != nil {
-			return r.Took
-		}
-	case *CreateResult:
-		if r != nil {
-			return r.Took
-		}
-	case *StartResult:
-		if r != nil {
-			return r.Took
-		}
-	case *KillResult:
-		if r != nil {
-			return r.Took
-		}
-	case *RemoveResult:
-		if r != nil {
-			return r.Took
-		}
+	v := reflect.ValueOf(res)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return 0
 	}
-	return 0
+	f := v.Elem().FieldByName("Took")
+	if !f.IsValid() {
+		return 0
+	}
+	took, _ := f.Interface().(time.Duration)
+	return took
 }
 
 // podWorkers runs one goroutine per pod, so that a slow pod (a pull, a
