@@ -32,7 +32,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
   init             make the API server's store and users (run it first)
   run, apply,      send objects through the API server's gate:
   create, scale,   authentication, authorization (RBAC), admission,
-  delete           validation, then the store (step 1)
+  delete           validation, then the store (steps 1-3)
   get, describe    read them back (step 2); get -w watches every change
   store            the raw store: keys, revisions, watch (etcd's role)
   auth can-i       ask RBAC what a user may do

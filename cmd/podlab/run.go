@@ -12,7 +12,7 @@ import (
 
 var runCommand = &cli.Command{
 	Name:      "run",
-	Usage:     "create a Pod through the API server's gate, as kubectl run (steps 1 to 4)",
+	Usage:     "create a Pod through the API server's gate, as kubectl run (steps 1 to 3)",
 	ArgsUsage: "NAME --image IMAGE [--port N] [--labels k=v,...] [--env K=V]... [-n NS] [--as USER] [-- COMMAND ARGS...]",
 	Description: `kubectl run sends a Pod to the API server, which:
 
