@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/podlab/podlab/steps/lesson"
+
+	"github.com/podlab/podlab/internal/testenv"
 )
 
 // session runs lessons' sh blocks in one bash process.
@@ -256,10 +258,7 @@ func parseLessons(t *testing.T, texts ...string) []*lesson.Lesson {
 
 func testSession(t *testing.T, timeout time.Duration) session {
 	t.Helper()
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	bash := testenv.LookPath(t, "bash") // skips outside CI, fails in CI
 	return session{Bash: bash, Dir: t.TempDir(), Env: os.Environ(), Timeout: timeout, Grace: 2 * time.Second}
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/podlab/podlab/steps/lesson"
+
+	"github.com/podlab/podlab/internal/testenv"
 )
 
 func TestFirstMissing(t *testing.T) {
@@ -70,10 +72,7 @@ func TestBlock_Script(t *testing.T) {
 // TestBlock_Script_Bash runs scripts in bash -e: a negated command that
 // succeeds stops it, one that fails does not.
 func TestBlock_Script_Bash(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	bash := testenv.LookPath(t, "bash") // skips outside CI, fails in CI
 	tests := []struct {
 		name   string
 		code   string

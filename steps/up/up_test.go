@@ -371,7 +371,7 @@ func freePortIn(t *testing.T, ns string) int {
 	c, err := DialInNetns(context.Background(), ns, "tcp", "127.0.0.1:1")
 	if err == nil {
 		c.Close()
-		t.Skip("something listens on port 1 in the test namespace")
+		t.Fatalf("something listens on port 1 in the pod's fresh network namespace %s", ns)
 	}
 	return 1
 }
