@@ -119,8 +119,40 @@ func (l Layout) pinNamespaces(pod *corev1.Pod) (Sandbox, error) {
 	hostname := podHostname(pod)
 	done := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		// The thread that unshares must never run other goroutines while it
+		// is in the pod's namespaces. It goes back to the host's before it
+		// is unlocked; if it cannot, it stays locked and dies with this
+		// goroutine. (Leaving it locked is not enough on its own: when the
+		// goroutine happens to run on the main thread, Go keeps that thread,
+		// and /proc/<pid>/ns would then name the pod's namespaces.)
+		runtime.LockOSThread()
+		var orig []int // the thread's own namespaces, to go back to
+		restored := false
+		defer func() {
+			for _, fd := range orig {
+				unix.Close(fd)
+			}
+			if restored {
+				runtime.UnlockOSThread()
+			}
+		}()
+		for _, k := range kinds {
+			fd, err := unix.Open(fmt.Sprintf("/proc/thread-self/ns/%s", k), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				done <- fmt.Errorf("opening the thread's %s namespace: %w", k, err)
+				return
+			}
+			orig = append(orig, fd)
+		}
 		done <- func() error {
+			defer func() {
+				for _, fd := range orig {
+					if err := unix.Setns(fd, 0); err != nil {
+						return
+					}
+				}
+				restored = true
+			}()
 			if err := unix.Unshare(flags); err != nil {
 				return fmt.Errorf("unshare(%s): %w", strings.Join(kinds, ", "), err)
 			}
