@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +13,12 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/store"
 )
 
@@ -32,7 +36,10 @@ what the API server wrote.
 Keys. Every object is one key: /registry/<resource>/<namespace>/<name>,
 such as /registry/pods/default/web (cluster-scoped objects, like
 namespaces, have no namespace part: /registry/namespaces/default). The value
-is the object's serialized bytes (JSON here; real clusters store protobuf).
+is the object in protobuf, as kube-apiserver writes it: "k8s\x00", then a
+runtime.Unknown that names the apiVersion and kind and wraps the object's
+own protobuf. etcdctl shows those bytes as they are; podlab shows the
+first of them, then decodes them (as the auger tool does for etcd).
 
 Revisions. The store counts every write transaction: its revision. Each key
 keeps create_revision (the write that created it), mod_revision (its last
@@ -50,7 +57,7 @@ away (etcd is compacted by the API server every 5 minutes). A watch from a
 compacted revision fails, Kubernetes answers 410 Gone, and the client lists
 again. Compaction removes history, never the keys themselves.
 
-  get KEY            one key: its revisions, version and raw value
+  get KEY            one key: its revisions, version and value
   list PREFIX        every key under PREFIX (default /), in key order
   watch PREFIX       events as they happen (--rev N replays those after N)
   compact REV        remove the log's events up to revision REV
@@ -68,9 +75,10 @@ var storeGetCommand = &cli.Command{
 	Usage:     "print one key: create_revision, mod_revision, version and its raw value",
 	ArgsUsage: "KEY [-o json]",
 	Description: `Reads one key, such as /registry/pods/default/web. mod_revision is the
-object's resourceVersion; the value is printed exactly as stored.`,
+object's resourceVersion. The value is protobuf, as in etcd: its first
+bytes are printed escaped, then the object decoded, as JSON.`,
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: `"json" prints {key, create_revision, mod_revision, version, value}`},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: `"json" prints {key, create_revision, mod_revision, version, value (base64, as etcdctl -w json), object (decoded)}`},
 	},
 	Action: func(c *cli.Context) error {
 		if c.NArg() != 1 {
@@ -249,32 +257,73 @@ func printKV(w io.Writer, path string, rev int64, kv store.KV) {
 	fmt.Fprintf(w, "create_revision  %d  (the write that created it)\n", kv.CreateRevision)
 	fmt.Fprintf(w, "mod_revision     %d  (its last write: the object's resourceVersion)\n", kv.ModRevision)
 	fmt.Fprintf(w, "version          %d  (writes since it was created)\n", kv.Version)
-	fmt.Fprintf(w, "value            %d bytes:\n", len(kv.Value))
-	printValue(w, kv.Value)
-}
-
-func printValue(w io.Writer, v []byte) {
-	w.Write(v)
-	if len(v) > 0 && v[len(v)-1] != '\n' {
-		fmt.Fprintln(w)
+	obj, encoding, err := apiserver.DecodeStored(kv.Value)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "value            %d bytes, which podlab cannot decode (%v):\n", len(kv.Value), err)
+		fmt.Fprintln(w, printableBytes(kv.Value))
+	case encoding == "protobuf":
+		fmt.Fprintf(w, "value            %d bytes of protobuf, as kube-apiserver writes to etcd: %q, then a\n", len(kv.Value), apiserver.StorageMagic)
+		fmt.Fprintf(w, "                 runtime.Unknown naming %s %s and holding the object (first %d bytes):\n",
+			obj.GetObjectKind().GroupVersionKind().GroupVersion(), obj.GetObjectKind().GroupVersionKind().Kind, min(len(kv.Value), valuePreview))
+		fmt.Fprintln(w, escapeBytes(kv.Value, valuePreview))
+		fmt.Fprintln(w, "decoded, as JSON:")
+		printObjectJSON(w, obj)
+	default:
+		fmt.Fprintf(w, "value            %d bytes of JSON (stored by an older podlab):\n", len(kv.Value))
+		printObjectJSON(w, obj)
 	}
 }
 
-// printKVJSON embeds the value as JSON when it is JSON, else as a string.
+// valuePreview is how many bytes of a protobuf value `store get` shows.
+const valuePreview = 48
+
+// escapeBytes prints up to n bytes as Go escapes them in a string, as
+// etcdctl's output of a protobuf value looks once made printable.
+func escapeBytes(b []byte, n int) string {
+	q := strconv.Quote(string(b[:min(n, len(b))]))
+	q = q[1 : len(q)-1]
+	if n < len(b) {
+		q += "…"
+	}
+	return q
+}
+
+// printableBytes is b as it is when it is text, else escaped.
+func printableBytes(b []byte) string {
+	if utf8.Valid(b) && !bytes.ContainsFunc(b, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) {
+		return string(b)
+	}
+	return escapeBytes(b, len(b))
+}
+
+// printObjectJSON prints a decoded object on one line, as kubectl get -o json
+// would without indentation.
+func printObjectJSON(w io.Writer, obj apiserver.Object) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		fmt.Fprintf(w, "(cannot print it: %v)\n", err)
+		return
+	}
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// printKVJSON prints the key as etcdctl -w json does (the value in base64),
+// with the decoded object beside it.
 func printKVJSON(w io.Writer, kv store.KV) error {
-	value := json.RawMessage(kv.Value)
-	if !json.Valid(kv.Value) {
-		s, _ := json.Marshal(string(kv.Value))
-		value = s
-	}
 	out := struct {
-		Key            string          `json:"key"`
-		CreateRevision int64           `json:"create_revision"`
-		ModRevision    int64           `json:"mod_revision"`
-		Version        int64           `json:"version"`
-		Value          json.RawMessage `json:"value"`
-	}{kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, value}
-	return json.NewEncoder(w).Encode(out) // compact: the value's bytes as stored
+		Key            string `json:"key"`
+		CreateRevision int64  `json:"create_revision"`
+		ModRevision    int64  `json:"mod_revision"`
+		Version        int64  `json:"version"`
+		Value          []byte `json:"value"`
+		Encoding       string `json:"encoding,omitempty"`
+		Object         any    `json:"object,omitempty"`
+	}{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Value: kv.Value}
+	if obj, encoding, err := apiserver.DecodeStored(kv.Value); err == nil {
+		out.Encoding, out.Object = encoding, obj
+	}
+	return json.NewEncoder(w).Encode(out)
 }
 
 func printList(w io.Writer, path, prefix string, keysOnly bool, tx *store.Tx) error {
@@ -291,8 +340,12 @@ func printList(w io.Writer, path, prefix string, keysOnly bool, tx *store.Tx) er
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, len(kv.Value))
 			return nil
 		}
-		fmt.Fprintf(w, "%s  create_revision=%d mod_revision=%d version=%d\n", kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version)
-		printValue(w, kv.Value)
+		fmt.Fprintf(w, "%s  create_revision=%d mod_revision=%d version=%d (%d bytes)\n", kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, len(kv.Value))
+		if obj, _, err := apiserver.DecodeStored(kv.Value); err == nil {
+			printObjectJSON(w, obj)
+		} else {
+			fmt.Fprintln(w, printableBytes(kv.Value))
+		}
 		fmt.Fprintln(w)
 		return nil
 	})

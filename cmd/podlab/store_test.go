@@ -18,16 +18,16 @@ func TestStoreCommand(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, kv := range []struct{ key, value string }{
-		{"/registry/pods/default/web", `{"kind":"Pod","metadata":{"name":"web"}}`},
-		{"/registry/pods/default/db", `{"kind":"Pod","metadata":{"name":"db"}}`},
-		{"/registry/namespaces/default", `{"kind":"Namespace"}`},
+		{"/registry/pods/default/web", `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web"}}`},
+		{"/registry/pods/default/db", `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"db"}}`},
+		{"/registry/namespaces/default", `not an object`},
 	} {
 		if _, err := st.Update(ctx, func(tx *store.Tx) error { _, err := tx.Create(kv.key, []byte(kv.value)); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := st.Update(ctx, func(tx *store.Tx) error {
-		_, err := tx.Put("/registry/pods/default/web", []byte(`{"kind":"Pod","metadata":{"name":"web","labels":{"a":"b"}}}`), 1)
+		_, err := tx.Put("/registry/pods/default/web", []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","labels":{"a":"b"}}}`), 1)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -40,10 +40,13 @@ func TestStoreCommand(t *testing.T) {
 		want []string // substrings of stdout
 	}{
 		{"get", []string{"store", "get", "/registry/pods/default/web"}, []string{
-			store.Path(state), "create_revision  1", "mod_revision     4", "version          2", `"labels":{"a":"b"}`}},
+			store.Path(state), "create_revision  1", "mod_revision     4", "version          2",
+			"bytes of JSON (stored by an older podlab)", `"labels":{"a":"b"}`}},
+		{"get a value that is no object", []string{"store", "get", "/registry/namespaces/default"}, []string{
+			"13 bytes, which podlab cannot decode", "\nnot an object\n"}},
 		{"list with values", []string{"store", "list", "/registry/pods/"}, []string{
 			"revision 4, compacted up to revision 0", "/registry/pods/default/db  create_revision=2 mod_revision=2 version=1",
-			`{"kind":"Pod","metadata":{"name":"db"}}`, "2 keys under /registry/pods/"}},
+			`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"db"}`, "2 keys under /registry/pods/"}},
 		{"list keys only, flags after the prefix", []string{"store", "list", "/registry/", "--keys-only"}, []string{
 			"KEY", "/registry/namespaces/default", "3 keys under /registry/"}},
 		{"compact", []string{"store", "compact", "2"}, []string{"removed 2 events (revisions 1 to 2)", "revisions 3 to 4"}},
@@ -60,17 +63,38 @@ func TestStoreCommand(t *testing.T) {
 		})
 	}
 
+	t.Run("a pod the API server stored, in protobuf", func(t *testing.T) {
+		state := t.TempDir()
+		runPodlab(t, state, "init")
+		runPodlab(t, state, "run", "web", "--image", "nginx")
+		out := runPodlab(t, state, "store", "get", "/registry/pods/default/web")
+		for _, w := range []string{
+			`bytes of protobuf, as kube-apiserver writes to etcd: "k8s\x00"`,
+			"runtime.Unknown naming v1 Pod",
+			`k8s\x00\n\t\n\x02v1\x12\x03Pod`,
+			"decoded, as JSON:\n" + `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"default"`,
+			`"imagePullPolicy":"Always"`, // the defaults admission set are stored
+		} {
+			if !strings.Contains(out, w) {
+				t.Errorf("output lacks %q:\n%s", w, out)
+			}
+		}
+	})
+
 	t.Run("get -o json", func(t *testing.T) {
 		out := runPodlab(t, state, "store", "get", "/registry/pods/default/db", "-o", "json")
 		var got struct {
 			Key         string          `json:"key"`
 			ModRevision int64           `json:"mod_revision"`
-			Value       json.RawMessage `json:"value"`
+			Value       []byte          `json:"value"` // base64, as etcdctl -w json
+			Encoding    string          `json:"encoding"`
+			Object      json.RawMessage `json:"object"`
 		}
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("not JSON: %v\n%s", err, out)
 		}
-		if got.Key != "/registry/pods/default/db" || got.ModRevision != 2 || !json.Valid(got.Value) || !bytes.Contains(got.Value, []byte(`"db"`)) {
+		if got.Key != "/registry/pods/default/db" || got.ModRevision != 2 || got.Encoding != "json" ||
+			!bytes.Equal(got.Value, []byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"db"}}`)) || !bytes.Contains(got.Object, []byte(`"name":"db"`)) {
 			t.Errorf("got %+v", got)
 		}
 	})

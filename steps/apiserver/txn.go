@@ -57,7 +57,7 @@ func put(tx *store.Tx, r Resource, obj Object) (store.KV, error) {
 	if err != nil {
 		return store.KV{}, apierrors.NewBadRequest(err.Error())
 	}
-	data, err := encode(obj)
+	data, err := encode(r, obj)
 	if err != nil {
 		return store.KV{}, err
 	}

@@ -93,7 +93,7 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 	obj.SetGeneration(1)
 	obj.SetResourceVersion("")
 	obj.SetDeletionTimestamp(nil)
-	data, err := encode(obj)
+	data, err := encode(res, obj)
 	if err != nil {
 		return store.KV{}, err
 	}
@@ -102,7 +102,7 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 	for tries := 0; errors.Is(err, store.ErrExists) && obj.GetGenerateName() != "" && tries < 8; tries++ {
 		obj.SetName(generateName(obj.GetGenerateName()))
 		key = res.Key(obj.GetNamespace(), obj.GetName())
-		if data, err = encode(obj); err == nil {
+		if data, err = encode(res, obj); err == nil {
 			kv, err = tx.Create(key, data)
 		}
 	}
@@ -115,7 +115,7 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 		}
 	}
 	if c.phases != nil {
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes)", key, kv.ModRevision, len(data))})
+		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes of protobuf)", key, kv.ModRevision, len(data))})
 	}
 	return kv, nil
 }
