@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -74,9 +75,11 @@ func (c *Client) authenticate() (authn.User, error) {
 		}
 		return authn.User{}, err
 	}
-	c.report(Phase{Name: PhaseAuthentication, Plugin: "token file",
-		Summary: fmt.Sprintf("bearer token -> user %q (groups %s)", u.Name, strings.Join(u.Groups, ", ")),
-		Details: []string{"the static token file " + c.s.tokens.Path() + " (kube-apiserver --token-auth-file)"}})
+	if c.phases != nil {
+		c.report(Phase{Name: PhaseAuthentication, Plugin: "token file",
+			Summary: fmt.Sprintf("bearer token -> user %q (groups %s)", u.Name, strings.Join(u.Groups, ", ")),
+			Details: []string{"the static token file " + c.s.tokens.Path() + " (kube-apiserver --token-auth-file)"}})
+	}
 	return u, nil
 }
 
@@ -101,7 +104,9 @@ func (c *Client) authorize(tx *store.Tx, a rbac.Attributes) (*rbac.Policy, error
 		}
 		return nil, err
 	}
-	c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: strings.TrimPrefix(d.Reason, "RBAC: ")})
+	if c.phases != nil {
+		c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: strings.TrimPrefix(d.Reason, "RBAC: ")})
+	}
 	return p, nil
 }
 
@@ -117,7 +122,21 @@ var rbacResources = []string{"roles", "rolebindings", "clusterroles", "clusterro
 
 // policyIn returns the RBAC policy as stored, decoding it again only when
 // an RBAC object changed since the last time.
+//
+// Taking the fingerprint reads every RBAC key's index entry, a few
+// microseconds on each request. It is skipped when the store is still at
+// policyRev, a revision at which the cached policy is known current: the
+// revision of the last fingerprint, moved on by update each time this
+// server's own write changed no RBAC key. Any other process's write moves
+// the store past policyRev, and the fingerprint is taken again.
 func (s *Server) policyIn(tx *store.Tx) (*rbac.Policy, error) {
+	s.mu.Lock()
+	if s.policy != nil && s.policyRev == tx.Revision() && len(tx.Written()) == 0 {
+		p := s.policy
+		s.mu.Unlock()
+		return p, nil
+	}
+	s.mu.Unlock()
 	var fp policyFingerprint
 	for _, name := range rbacResources {
 		r, _ := LookupResource(name)
@@ -130,7 +149,14 @@ func (s *Server) policyIn(tx *store.Tx) (*rbac.Policy, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A revision is only known current before this transaction writes: its
+	// own writes may yet be rolled back.
+	current := int64(0)
+	if len(tx.Written()) == 0 {
+		current = tx.Revision()
+	}
 	if s.policy != nil && s.policyKey == fp {
+		s.policyRev = current
 		return s.policy, nil
 	}
 	p := &rbac.Policy{}
@@ -147,8 +173,50 @@ func (s *Server) policyIn(tx *store.Tx) (*rbac.Policy, error) {
 			return nil, fmt.Errorf("reading the RBAC policy: %w", err)
 		}
 	}
-	s.policy, s.policyKey = p, fp
+	s.policy, s.policyKey, s.policyRev = p, fp, current
 	return p, nil
+}
+
+// update runs fn in one write transaction of the store, as every write of
+// the API server does, and keeps policyRev: when the write started at
+// policyRev and changed no RBAC key, the cached policy is still current at
+// the new revision.
+func (s *Server) update(ctx context.Context, fn func(tx *store.Tx) error) error {
+	var start int64
+	var rbacWritten bool
+	rev, err := s.store.Update(ctx, func(tx *store.Tx) error {
+		start = tx.Revision()
+		if err := fn(tx); err != nil {
+			return err
+		}
+		rbacWritten = writesPolicy(tx.Written())
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	switch {
+	case rbacWritten:
+		s.policyRev = 0
+	case s.policyRev == start && s.policyRev != 0:
+		s.policyRev = rev
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// writesPolicy says whether one of keys is an RBAC object's.
+func writesPolicy(keys []string) bool {
+	for _, k := range keys {
+		for _, name := range rbacResources {
+			r, _ := LookupResource(name)
+			if strings.HasPrefix(k, r.Prefix("")) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func addToPolicy(p *rbac.Policy, obj Object) {

@@ -483,3 +483,51 @@ func mustCreate(t testing.TB, c *Client, obj Object) Object {
 func itoa(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
+
+// The RBAC policy is cached, and the cache is skipped only while the store
+// is at a revision this server knows: a grant or a revocation written by
+// another process (here another Server on the same state directory) or by
+// this one takes effect on the next request.
+func TestPolicyCacheSeesEveryRBACWrite(t *testing.T) {
+	s, dir := testServer(t)
+	other, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	admin, viewer := as(t, s, "admin"), as(t, s, "viewer")
+	otherAdmin := as(t, other, "admin")
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "viewer-edits", Namespace: "default"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: rbacv1.GroupName, Name: "viewer"}}}
+	denied := func(name string) {
+		t.Helper()
+		if _, err := viewer.Create(ctx(t), testPod(name)); !apierrors.IsForbidden(err) {
+			t.Fatalf("viewer creating %s: %v, want 403", name, err)
+		}
+	}
+	allowed := func(name string) {
+		t.Helper()
+		if _, err := viewer.Create(ctx(t), testPod(name)); err != nil {
+			t.Fatalf("viewer creating %s: %v, want it allowed", name, err)
+		}
+	}
+
+	denied("a")
+	mustCreate(t, admin, testPod("b")) // this server's own write, not RBAC: the cache stays
+	denied("c")
+	mustCreate(t, otherAdmin, binding) // another process grants
+	allowed("d")
+	mustCreate(t, admin, testPod("e"))
+	allowed("f")
+	if _, err := otherAdmin.Delete(ctx(t), "rolebindings", "default", "viewer-edits", DeleteOptions{}); err != nil {
+		t.Fatal(err) // another process revokes
+	}
+	denied("g")
+	mustCreate(t, admin, binding.DeepCopy()) // this server grants
+	allowed("h")
+	if _, err := admin.Delete(ctx(t), "rolebindings", "default", "viewer-edits", DeleteOptions{}); err != nil {
+		t.Fatal(err) // and revokes
+	}
+	denied("i")
+}

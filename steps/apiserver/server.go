@@ -27,10 +27,13 @@ type Server struct {
 	// The RBAC policy, decoded from the store, and the fingerprint of the
 	// RBAC keys it was decoded from: it is decoded again only when a Role,
 	// ClusterRole or binding changed (kube-apiserver keeps it in an
-	// informer cache, fed by a watch, for the same reason).
+	// informer cache, fed by a watch, for the same reason). policyRev is a
+	// store revision at which the policy is known to be current, so that
+	// the fingerprint need not be taken again (see policyIn).
 	mu        sync.Mutex
 	policy    *rbac.Policy
 	policyKey policyFingerprint
+	policyRev int64
 
 	// namespaces decoded before, by name, with the revision they were
 	// decoded at: every namespaced create reads its namespace.

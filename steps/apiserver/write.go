@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,7 +60,7 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 		return nil, err
 	}
 	var kv store.KV
-	_, err = c.s.store.Update(ctx, func(tx *store.Tx) error {
+	err = c.s.update(ctx, func(tx *store.Tx) error {
 		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "create", APIGroup: res.Group, Resource: res.Name, Namespace: obj.GetNamespace(), Name: obj.GetName()}); err != nil {
 			return err
 		}
@@ -70,7 +71,7 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj.SetResourceVersion(fmt.Sprint(kv.ModRevision))
+	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
 	return obj, nil
 }
 
@@ -171,7 +172,7 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 		return nil, err
 	}
 	var out Object
-	_, err = c.s.store.Update(ctx, func(tx *store.Tx) error {
+	err = c.s.update(ctx, func(tx *store.Tx) error {
 		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "update", APIGroup: res.Group, Resource: res.Name, Subresource: sub, Namespace: ns, Name: in.GetName()}); err != nil {
 			return err
 		}
@@ -206,7 +207,7 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 		if err != nil {
 			return err
 		}
-		obj.SetResourceVersion(fmt.Sprint(kv.ModRevision))
+		obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
 		if c.phases != nil {
 			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
 		}
@@ -293,7 +294,7 @@ func (c *Client) Bind(ctx context.Context, b *corev1.Binding) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.s.store.Update(ctx, func(tx *store.Tx) error {
+	err = c.s.update(ctx, func(tx *store.Tx) error {
 		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "create", Resource: "pods", Subresource: "binding", Namespace: ns, Name: b.Name}); err != nil {
 			return err
 		}
@@ -354,7 +355,7 @@ func (c *Client) Delete(ctx context.Context, resource, namespace, name string, o
 		return nil, err
 	}
 	var out Object
-	_, err = c.s.store.Update(ctx, func(tx *store.Tx) error {
+	err = c.s.update(ctx, func(tx *store.Tx) error {
 		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "delete", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, Name: name}); err != nil {
 			return err
 		}

@@ -134,14 +134,19 @@ func TestStore_Update_OneRevisionPerTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var inside []int64
+	var written []string
 	rev, err := s.Update(ctx, func(tx *Tx) error {
 		inside = append(inside, tx.Revision())
+		if len(tx.Written()) != 0 {
+			t.Errorf("a new transaction has written %v", tx.Written())
+		}
 		for _, fn := range []func(*Tx) error{create("/x/1", "a"), create("/x/2", "b"), put("/x/1", "c", 0), del("/x/0", 1)} {
 			if err := fn(tx); err != nil {
 				return err
 			}
 			inside = append(inside, tx.Revision())
 		}
+		written = slices.Clone(tx.Written())
 		return nil
 	})
 	if err != nil {
@@ -152,6 +157,9 @@ func TestStore_Update_OneRevisionPerTransaction(t *testing.T) {
 	}
 	if want := []int64{1, 2, 2, 2, 2}; !slices.Equal(inside, want) {
 		t.Errorf("tx.Revision inside: %v, want %v", inside, want)
+	}
+	if want := []string{"/x/1", "/x/2", "/x/1", "/x/0"}; !slices.Equal(written, want) {
+		t.Errorf("tx.Written: %v, want %v", written, want)
 	}
 	x1, _ := get(t, s, "/x/1")
 	if x1.CreateRevision != 2 || x1.ModRevision != 2 || x1.Version != 2 || string(x1.Value) != "c" {

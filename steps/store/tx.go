@@ -173,6 +173,7 @@ type Tx struct {
 	history        int
 	wrote, trimmed bool // a key was written; the history was compacted
 	sub            uint32
+	written        []string // the keys written, in order
 }
 
 func newTx(btx *bolt.Tx, history int) (*Tx, error) {
@@ -214,6 +215,10 @@ func (tx *Tx) putMetaInt(name []byte, v int64) error {
 // that wrote. Inside an Update that has written, it is the new revision,
 // the one every write of this transaction gets.
 func (tx *Tx) Revision() int64 { return tx.rev }
+
+// Written is the keys this transaction has written so far (created, put or
+// deleted), in the order it wrote them.
+func (tx *Tx) Written() []string { return tx.written }
 
 // CompactedRevision is the revision up to which the history was compacted:
 // watches may start from it or later.
@@ -402,6 +407,7 @@ func (tx *Tx) Delete(key string, expectModRev int64) (KV, error) {
 // entry, for Deleted). rec's key and counters come from kv.
 func (tx *Tx) write(kv KV, rec record) error {
 	rec.key, rec.create, rec.version = []byte(kv.Key), kv.CreateRevision, kv.Version
+	tx.written = append(tx.written, kv.Key)
 	// After a Compact to this very revision, the write is not history: only
 	// a value is kept, and a deletion leaves no record.
 	history := kv.ModRevision > tx.compacted
