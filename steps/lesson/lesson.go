@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Sentinel errors.
@@ -123,11 +124,11 @@ func (l *Lesson) Section(heading string) *Section {
 }
 
 // titleRE matches "# 02 — Title" (an em dash, en dash or hyphen).
-var titleRE = regexp.MustCompile(`^#\s+(\d{1,3})\s+[—–-]\s+(\S.*?)\s*$`)
+var titleRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^#\s+(\d{1,3})\s+[—–-]\s+(\S.*?)\s*$`) })
 
 // fenceRE matches an opening fence: up to 3 spaces, ``` or ~~~ (or
 // longer), and an optional info string.
-var fenceRE = regexp.MustCompile("^ {0,3}(`{3,}|~{3,})\\s*([^`\\s]*)")
+var fenceRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^ {0,3}(`{3,}|~{3,})\\s*([^`\\s]*)") })
 
 // Parse reads a lesson. It checks the title and the blocks: every fence is
 // closed, and every expected block follows a sh block.
@@ -155,7 +156,7 @@ func Parse(r io.Reader) (*Lesson, error) {
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
-			m := titleRE.FindStringSubmatch(line)
+			m := titleRE().FindStringSubmatch(line)
 			if m == nil {
 				return nil, fmt.Errorf("line %d: %w", lineNo, ErrNoTitle)
 			}
@@ -164,7 +165,7 @@ func Parse(r io.Reader) (*Lesson, error) {
 			titled = true
 			continue
 		}
-		if m := fenceRE.FindStringSubmatch(line); m != nil {
+		if m := fenceRE().FindStringSubmatch(line); m != nil {
 			flush()
 			b := &Block{Info: m[2], Line: lineNo}
 			fence := m[1]

@@ -8,10 +8,11 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"sync"
 )
 
 // fileRE is a lesson's file name: NN-name.md.
-var fileRE = regexp.MustCompile(`^(\d{2})-[a-z0-9][a-z0-9-]*\.md$`)
+var fileRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d{2})-[a-z0-9][a-z0-9-]*\.md$`) })
 
 // List reads every lesson of dir (the files named NN-name.md), in number
 // order. See ListFS.
@@ -30,7 +31,7 @@ func ListFS(fsys fs.FS) ([]*Lesson, error) {
 	var out []*Lesson
 	seen := map[int]string{}
 	for _, e := range entries {
-		m := fileRE.FindStringSubmatch(e.Name())
+		m := fileRE().FindStringSubmatch(e.Name())
 		if m == nil || e.IsDir() {
 			continue
 		}

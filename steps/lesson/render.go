@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -77,14 +78,14 @@ func writeBlock(w io.Writer, b *Block, terminal bool) {
 }
 
 var (
-	inlineCode = regexp.MustCompile("`([^`\n]+)`")
-	strong     = regexp.MustCompile(`\*\*([^*\n]+)\*\*`)
+	inlineCode = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("`([^`\n]+)`") })
+	strong     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*([^*\n]+)\*\*`) })
 )
 
 func writeProse(w io.Writer, text string, terminal bool) {
 	if terminal {
-		text = inlineCode.ReplaceAllString(text, ansiInline+"$1"+ansiReset)
-		text = strong.ReplaceAllString(text, ansiBold+"$1"+ansiReset)
+		text = inlineCode().ReplaceAllString(text, ansiInline+"$1"+ansiReset)
+		text = strong().ReplaceAllString(text, ansiBold+"$1"+ansiReset)
 		// "### Heading" inside a section.
 		lines := strings.Split(text, "\n")
 		for i, l := range lines {

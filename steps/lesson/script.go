@@ -3,6 +3,7 @@ package lesson
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Ellipsis in an expected line matches anything.
@@ -73,10 +74,10 @@ func matchLine(w, l string) bool {
 	return true
 }
 
-var spaces = regexp.MustCompile(`[ \t]+`)
+var spaces = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[ \t]+`) })
 
 // squeeze trims s and turns every run of spaces and tabs into one space.
-func squeeze(s string) string { return spaces.ReplaceAllString(strings.TrimSpace(s), " ") }
+func squeeze(s string) string { return spaces().ReplaceAllString(strings.TrimSpace(s), " ") }
 
 // failGuard follows a command written "! command": with bash's set -e, a
 // negated command never stops the session, so the guard does when the
@@ -84,7 +85,7 @@ func squeeze(s string) string { return spaces.ReplaceAllString(strings.TrimSpace
 const failGuard = ` || { echo "lesson: the command above was expected to fail, but it succeeded" >&2; false; }`
 
 // heredocRE finds the delimiter of a here-document: <<EOF, <<-'EOF', <<"EOF".
-var heredocRE = regexp.MustCompile(`<<-?\s*['"]?([A-Za-z_][A-Za-z0-9_]*)['"]?`)
+var heredocRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<<-?\s*['"]?([A-Za-z_][A-Za-z0-9_]*)['"]?`) })
 
 // Script is the block's code as the lessons' test runs it: a command
 // written "! command" (its own line, or lines joined by a trailing "\")
@@ -112,7 +113,7 @@ func (b *Block) Script() string {
 		out = append(out, lines[i:end+1]...)
 		i = end
 		// A here-document's body is data: copy it through its delimiter.
-		if m := heredocRE.FindStringSubmatch(logical); m != nil {
+		if m := heredocRE().FindStringSubmatch(logical); m != nil {
 			for i+1 < len(lines) {
 				i++
 				out = append(out, lines[i])

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 )
@@ -14,7 +15,7 @@ const dockerHub = "docker.io"
 
 // pathComponent is one component of a repository path, as the distribution
 // spec (and Docker) define it.
-var pathComponent = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*$`)
+var pathComponent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*$`) })
 
 // Reference is an image reference read the way Docker, containerd and the
 // kubelet read it: "nginx" is docker.io/library/nginx:latest.
@@ -47,7 +48,7 @@ func ParseReference(s string, opts ...name.Option) (Reference, error) {
 		return Reference{}, fmt.Errorf("%w %q: %v (a reference is [registry/]repository[:tag][@sha256:digest], the repository in lowercase, e.g. nginx:1.27 or 127.0.0.1:5000/demo/hello:v1)", ErrBadReference, s, err)
 	}
 	for _, c := range strings.Split(r.Context().RepositoryStr(), "/") {
-		if !pathComponent.MatchString(c) {
+		if !pathComponent().MatchString(c) {
 			return Reference{}, fmt.Errorf("%w %q: repository path component %q must be lowercase letters and digits, separated by '.', '_', '__' or '-'", ErrBadReference, s, c)
 		}
 	}

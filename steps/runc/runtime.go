@@ -37,6 +37,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -90,10 +91,10 @@ type record struct {
 	Created     time.Time `json:"created"`
 }
 
-var validID = regexp.MustCompile(`^[\w+\-.]+$`)
+var validID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[\w+\-.]+$`) })
 
 func checkID(id string) error {
-	if id == "" || id == "." || id == ".." || !validID.MatchString(id) {
+	if id == "" || id == "." || id == ".." || !validID().MatchString(id) {
 		return fmt.Errorf("%w %q: use letters, digits, '_', '+', '-' and '.'", ErrInvalidID, id)
 	}
 	return nil
@@ -183,7 +184,7 @@ func (r *Runtime) output(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-var logfmtMsg = regexp.MustCompile(`msg="((?:[^"\\]|\\.)*)"`)
+var logfmtMsg = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`msg="((?:[^"\\]|\\.)*)"`) })
 
 // runcMessage extracts the error messages from runc's stderr (logfmt:
 // time="..." level=error msg="...") or --log file (JSON lines); other
@@ -202,7 +203,7 @@ func runcMessage(b []byte) string {
 			}
 			continue
 		}
-		if m := logfmtMsg.FindStringSubmatch(line); m != nil {
+		if m := logfmtMsg().FindStringSubmatch(line); m != nil {
 			if !strings.Contains(line, "level=error") && !strings.Contains(line, "level=fatal") {
 				continue
 			}
