@@ -41,6 +41,12 @@ runtime.Unknown that names the apiVersion and kind and wraps the object's
 own protobuf. etcdctl shows those bytes as they are; podlab shows the
 first of them, then decodes them (as the auger tool does for etcd).
 
+The WAL. Like etcd, the store makes each write durable by appending it to
+a write-ahead log, <state-dir>/etcd/store.db.wal, and fsyncing that, and
+commits the bbolt file once per burst of writes (when the process lets go
+of the file). A process that dies first loses nothing: the next one to
+open the store replays the log.
+
 Revisions. The store counts every write transaction: its revision. Each key
 keeps create_revision (the write that created it), mod_revision (its last
 write) and version (writes since creation). The resourceVersion kubectl

@@ -30,9 +30,10 @@ const (
 // each round starts new files. It prints every round's rate ratio (store
 // rate / raw rate) and reports the median. The other sides, each with its
 // own ratio: raw bbolt writing an index entry too (raw-indexed: what any
-// layout with its index on disk costs, the store's ceiling), the store
-// opening and closing the file around every write, and the store with
-// bbolt's NoFreelistSync and hashmap freelist (etcd's settings).
+// layout with its index on disk costs when every write is a commit), the
+// store committing every write (no batch, no WAL), the store opening and
+// closing the file around every write, and the store with bbolt's
+// NoFreelistSync and hashmap freelist (etcd's settings).
 func BenchmarkWrites(b *testing.B) {
 	value := make([]byte, writeValueSize)
 	for i := range value {
@@ -41,8 +42,9 @@ func BenchmarkWrites(b *testing.B) {
 	key := func(i int) string { return fmt.Sprintf("/registry/pods/default/p%08d", i) }
 	// A side opens its file and returns its write and its close.
 	type writer struct {
-		write func(i int) error
-		close func() error
+		write   func(i int) error
+		endTurn func() error // nil: nothing to do
+		close   func() error
 	}
 	raw := func(path string) writer {
 		db, err := bolt.Open(path, 0o600, nil)
@@ -86,6 +88,9 @@ func BenchmarkWrites(b *testing.B) {
 			close: db.Close,
 		}
 	}
+	// A store's turn ends with Close, which commits its batch, and a new
+	// Open: the commit is on its own clock, as for a process that writes
+	// and exits.
 	store := func(opts ...Option) func(string) writer {
 		return func(path string) writer {
 			s, err := Open(path, opts...)
@@ -98,7 +103,14 @@ func BenchmarkWrites(b *testing.B) {
 					_, err := s.Update(ctx, func(tx *Tx) error { _, err := tx.Create(key(i), value); return err })
 					return err
 				},
-				close: s.Close,
+				endTurn: func() error {
+					if err := s.Close(); err != nil {
+						return err
+					}
+					s, err = Open(path, opts...)
+					return err
+				},
+				close: func() error { return s.Close() },
 			}
 		}
 	}
@@ -109,6 +121,7 @@ func BenchmarkWrites(b *testing.B) {
 		{"raw", raw},
 		{"store", store()},
 		{"raw-indexed", rawIndexed},
+		{"store-commit-per-write", store(withoutBatches())},
 		{"store-open-per-write", store(WithLinger(0, 0))},
 		{"store-nofreelistsync", store(withBoltOptions(func(o *bolt.Options) {
 			o.NoFreelistSync, o.FreelistType = !o.ReadOnly, bolt.FreelistMapType
@@ -129,6 +142,11 @@ func BenchmarkWrites(b *testing.B) {
 					start := time.Now()
 					for w := turn * writesPerTurn; w < (turn+1)*writesPerTurn; w++ {
 						if err := ws[i].write(w); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if ws[i].endTurn != nil {
+						if err := ws[i].endTurn(); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -371,7 +389,7 @@ func BenchmarkPagesPerCommit(b *testing.B) {
 		return func(b *testing.B, path string) (*bolt.DB, func(int) error) {
 			// A linger of an hour: one handle, whose statistics cover
 			// every write.
-			s, err := Open(path, WithLinger(time.Hour, time.Hour),
+			s, err := Open(path, WithLinger(time.Hour, time.Hour), withoutBatches(),
 				withBoltOptions(func(o *bolt.Options) { o.NoSync = true }))
 			if err != nil {
 				b.Fatal(err)

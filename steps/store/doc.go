@@ -39,11 +39,14 @@
 // and the deleted keys.
 //
 // The file. It is one bbolt file (etcd's own storage engine), by default
-// <state-dir>/etcd/store.db, written with fsync: an acknowledged write
-// survives a crash. Several podlab processes share it, and bbolt locks the
-// file while it is open, so each operation opens it and a process lets go
-// of it a few milliseconds after its last operation (see lock.go). Watchers
-// in other processes learn of writes through inotify.
+// <state-dir>/etcd/store.db, and beside it a write-ahead log,
+// store.db.wal, as etcd has one: each write is fsync'd to the log before
+// Update returns, so an acknowledged write survives a crash, and the
+// writes of a burst are committed to the bbolt file together (see wal.go).
+// Several podlab processes share the file, and bbolt locks it while it is
+// open, so each operation opens it and a process lets go of it (committing
+// its batch) a few milliseconds after its last operation (see lock.go).
+// Watchers in other processes learn of writes through inotify.
 //
 // Inside the file, etcd's design: every value is stored once. Bucket "kv"
 // holds two keyspaces, told apart by their first byte. revs ('r' +

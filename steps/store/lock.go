@@ -27,27 +27,19 @@ import (
 // of one process (a loop of creates, a read then a write) share one open.
 //
 // Measured on the project's machine (2 shared cores, virtio disk, noisy
-// under the other builds), 1.2KB values, one fsync'd transaction per object
-// (BenchmarkWrites: the sides take turns every 20 writes, 5 rounds of 300):
-//   - bbolt Open+Close of a store of 10,000 objects: ~40-53µs read-write,
-//     ~26-31µs read-only (BenchmarkOpenClose); one fsync'd bbolt Update:
-//     ~400-550µs on a quiet disk, up to ~1.5ms while others write.
-//   - the store with the linger ran at 0.77-0.96x the rate of raw bbolt on
-//     a handle kept open (median of the rounds; most runs 0.91-0.96x), level
-//     with raw bbolt writing the same index entry next to each value
-//     (raw-indexed, 0.88-0.98x): both write the same pages per commit
-//     (BenchmarkPagesPerCommit: 6.85 at 300 objects, 8.3 at 2,000, 8.5 at
-//     10,000) against raw's 5.9, 6.4 and 6.8 (one more leaf, the index
-//     entry's, and in a deeper tree the branch page above it), and the
-//     store adds ~5µs of CPU to raw-indexed's. With the index in a bucket
-//     of its own (layout 2: 7.3, 8.4 and 9.3 pages) the store ran at
-//     0.79-0.95x, most runs 0.86-0.93x; side by side, layout 3 wrote ~4%
-//     faster at 300 objects, ~2% at 1,500. Opening and closing around
-//     every write (WithLinger(0, 0)) ran at 0.67-0.80x. Open and Close are
-//     cheap, but the first commit after an open is slower than the next
-//     ones (a fresh mmap, the freelist read again).
+// under the other builds): bbolt Open+Close of a store of 10,000 objects
+// takes ~40-53µs read-write, ~26-31µs read-only (BenchmarkOpenClose); one
+// fsync'd bbolt Update ~300-550µs, most of it the two fsyncs and the ~8
+// pages a commit writes. Opening and closing around every write
+// (WithLinger(0, 0)) ran at 0.67-0.80x the rate of a handle kept open. And
+// while the handle is held, the writes go into one batch, made durable one
+// by one in the WAL and committed to the file when the handle goes (see
+// wal.go): through the API server's whole gate, a process opening the
+// store, creating 20 pods and closing it ran at 1.02-1.18x the rate of raw
+// bbolt writes of the same size, one commit each (internal/bench).
 //
-// So the handle lingers: one open per burst instead of one per write.
+// So the handle lingers: one open, and one commit, per burst instead of one
+// per write.
 //
 // Taking turns: a process that finds the file locked waits, trying again
 // every retryEvery, and says so by holding an OFD read lock (fcntl
@@ -55,7 +47,10 @@ import (
 // waits. A process holding the file checks for such a lock (F_OFD_GETLK,
 // one syscall) before reusing its handle: once it has held the file for
 // lingerMax (25ms) and someone waits, it closes the file and lets the
-// waiters in (yield). A watcher in another process thus waits at most
+// waiters in (yield). A process that let go of the file and opens it
+// again first lets the waiters in too (letWaitersFirst): its commit at the
+// end of the linger would otherwise leave them only a sliver of time
+// before its next operation. A watcher in another process thus waits at most
 // ~25ms for a writer that writes back to back, and the writer loses a few
 // milliseconds per 25ms only while someone waits. Measured with
 // BenchmarkWatchLatency (event received minus the time before the other
@@ -111,9 +106,21 @@ func (s *Store) acquire(ctx context.Context, write bool) (*bolt.DB, error) {
 			return s.db, nil
 		}
 	}
-	db, err := s.open(ctx, !write)
+	if err := s.letWaitersFirst(ctx); err != nil {
+		return nil, err
+	}
+	// A WAL that may hold writes a process died with needs a read-write
+	// open, to replay them.
+	replay := write || walHasRecords(s.path)
+	db, err := s.open(ctx, !replay)
 	if err != nil {
 		return nil, err
+	}
+	if replay {
+		if _, err := recoverWAL(db, s.path); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	s.db, s.heldAt = db, time.Now()
 	if fd, err := unix.Open(s.path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
@@ -150,21 +157,26 @@ func (s *Store) closeIdle() {
 	s.release()
 }
 
-// release closes the handle, which drops bbolt's flock. s.mu is held.
+// release commits the batch, then closes the handle, which drops bbolt's
+// flock. s.mu is held.
 func (s *Store) release() error {
+	var err error
+	if s.batch != nil {
+		err = s.commitBatch()
+	}
 	if s.probe >= 0 {
 		unix.Close(s.probe)
 		s.probe = -1
 	}
 	if s.db == nil {
-		return nil
+		return err
 	}
-	err := s.db.Close()
+	cerr := s.db.Close()
 	s.db = nil
-	if err != nil {
-		return fmt.Errorf("closing the store %s: %w", s.path, err)
+	if cerr != nil && err == nil {
+		err = fmt.Errorf("closing the store %s: %w", s.path, cerr)
 	}
-	return nil
+	return err
 }
 
 // yield closes the handle and gives the waiters up to yieldPause to take
@@ -176,6 +188,27 @@ func (s *Store) yield(ctx context.Context) error {
 	s.release()
 	deadline := time.Now().Add(yieldPause)
 	for waitersOn(probe) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the store %s: %w", s.path, ctx.Err())
+		case <-time.After(yieldPoll):
+		}
+	}
+	return nil
+}
+
+// letWaitersFirst waits, up to yieldPause, while another process waits for
+// the file. A process that lets go of the file between two operations (its
+// linger ended, its batch committed) and takes it again at once would
+// otherwise leave the waiters only a sliver of time to get in.
+func (s *Store) letWaitersFirst(ctx context.Context) error {
+	fd, err := unix.Open(s.path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // a new file: nobody waits for it
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(yieldPause)
+	for waitersOn(fd) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the store %s: %w", s.path, ctx.Err())

@@ -41,6 +41,7 @@ type options struct {
 	noInotify   bool
 	mustExist   bool
 	bolt        func(*bolt.Options) // adjusts bbolt's options (benchmarks)
+	noBatch     bool                // one commit per Update, no WAL (benchmarks)
 }
 
 // Option configures Open.
@@ -83,6 +84,11 @@ func MustExist() Option { return func(o *options) { o.mustExist = true } }
 // store's own: benchmarks compare bbolt's settings with it.
 func withBoltOptions(fn func(*bolt.Options)) Option { return func(o *options) { o.bolt = fn } }
 
+// withoutBatches commits every Update on its own, without the WAL, as the
+// store did before it had one (BenchmarkPagesPerCommit counts the pages of
+// one write's commit).
+func withoutBatches() Option { return func(o *options) { o.noBatch = true } }
+
 // Store is etcd's role in podlab: one bbolt file of keys, and of the
 // records of their revisions, which hold the values and are the history
 // that watches read. It is safe for concurrent use, and several processes
@@ -102,6 +108,17 @@ type Store struct {
 
 	notifyMu sync.Mutex
 	changed  chan struct{} // closed after each write of this process, then replaced
+
+	batch *batch // this burst's writes, not yet committed to the file (see wal.go); nil when none
+}
+
+// batch is the open read-write transaction that holds the writes of a
+// burst, and the WAL that makes each of them durable until it is
+// committed.
+type batch struct {
+	tx   *bolt.Tx
+	wal  *wal
+	recs []walRecord // what the WAL holds, to redo the batch after a failed Update
 }
 
 // Open opens the store at path, creating the file (0600) and its directory
@@ -224,26 +241,66 @@ func (s *Store) Close() error {
 // Update runs fn in one read-write transaction. All of fn's writes get one
 // new revision, which Update returns (the current revision if fn wrote
 // nothing). If fn returns an error, nothing it did is stored and the
-// revision does not move. The write is on disk (fsync'd) when Update
-// returns.
+// revision does not move. The write is on disk (fsync'd, in the WAL) when
+// Update returns; the file itself gets it when the burst's batch is
+// committed (see wal.go).
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error) {
 	var rev int64
 	var wrote bool
-	err := s.do(ctx, true, true, func(db *bolt.DB) error {
-		return db.Update(func(btx *bolt.Tx) error {
-			tx, err := newTx(btx, s.opts.history)
-			if err != nil {
+	err := s.do(ctx, true, true, func(db *bolt.DB) (err error) {
+		if s.opts.lingerIdle == 0 || s.opts.noBatch {
+			// With no linger the file is let go of right after: a batch
+			// would only add the WAL's fsync to the commit's.
+			return db.Update(func(btx *bolt.Tx) error {
+				tx, err := newTx(btx, s.opts.history)
+				if err != nil {
+					return err
+				}
+				if err := runUpdate(tx, fn); err != nil {
+					return err
+				}
+				rev, wrote = tx.rev, tx.wrote
+				return nil
+			})
+		}
+		if s.batch == nil {
+			if err := s.beginBatch(db); err != nil {
 				return err
 			}
-			if err := fn(tx); err != nil {
-				return err
+		}
+		tx, err := newTx(s.batch.tx, s.opts.history)
+		if err != nil {
+			return err
+		}
+		logged := false
+		defer func() { // deferred: a panic in fn must not leave its writes in the batch
+			if !logged && len(tx.ops) > 0 && s.batch != nil {
+				if rerr := s.redoBatch(db); rerr != nil {
+					err = errors.Join(err, rerr)
+				}
 			}
-			if err := tx.finish(); err != nil {
-				return err
-			}
-			rev, wrote = tx.rev, tx.wrote
+		}()
+		if err := runUpdate(tx, fn); err != nil {
+			return err
+		}
+		rev, wrote = tx.rev, tx.wrote
+		if len(tx.ops) == 0 {
 			return nil
-		})
+		}
+		rec := walRecord{rev: tx.rev, ops: tx.ops}
+		if err := s.batch.wal.append(rec.encode()); err != nil {
+			return fmt.Errorf("writing the write-ahead log %s: %w", walPath(s.path), err)
+		}
+		logged = true
+		s.batch.recs = append(s.batch.recs, rec)
+		if s.batch.wal.off >= walSize {
+			// The write is durable already: if the commit fails, the
+			// handle goes, and the next open replays the WAL.
+			if err := s.commitBatch(); err != nil {
+				s.release()
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -254,17 +311,94 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error
 	return rev, nil
 }
 
+// runUpdate runs fn, then the bookkeeping of a write (the revision,
+// compaction).
+func runUpdate(tx *Tx, fn func(tx *Tx) error) error {
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.finish()
+}
+
+// beginBatch opens the WAL and the batch's transaction. s.mu is held.
+func (s *Store) beginBatch(db *bolt.DB) error {
+	w, err := openWAL(s.path)
+	if err != nil {
+		return err
+	}
+	btx, err := db.Begin(true)
+	if err != nil {
+		w.f.Close()
+		return err
+	}
+	s.batch = &batch{tx: btx, wal: w}
+	return nil
+}
+
+// redoBatch throws away the batch's transaction, which a failed Update
+// wrote into, and makes the batch's writes again in a new one. s.mu is
+// held.
+func (s *Store) redoBatch(db *bolt.DB) error {
+	b := s.batch
+	b.tx.Rollback()
+	btx, err := db.Begin(true)
+	if err == nil {
+		for _, r := range b.recs {
+			if err = r.apply(btx); err != nil {
+				btx.Rollback()
+				break
+			}
+		}
+	}
+	if err != nil {
+		// The batch's writes are in the WAL: the next open replays them.
+		b.wal.f.Close()
+		s.batch = nil
+		s.release()
+		return fmt.Errorf("redoing the batch after a failed write: %w", err)
+	}
+	b.tx = btx
+	return nil
+}
+
+// commitBatch commits the batch to the file, then marks the WAL empty.
+// s.mu is held.
+func (s *Store) commitBatch() error {
+	b := s.batch
+	s.batch = nil
+	if err := b.tx.Commit(); err != nil {
+		b.wal.f.Close() // its records stay: the next open replays them
+		return fmt.Errorf("committing %d writes to %s: %w (the write-ahead log %s keeps them, and the next open replays them)",
+			len(b.recs), s.path, err, walPath(s.path))
+	}
+	return b.wal.close()
+}
+
 // View runs fn in one read-only transaction: a consistent snapshot. Writes
-// inside it fail with ErrReadOnly.
+// inside it fail with ErrReadOnly. It sees this process's batch.
 func (s *Store) View(ctx context.Context, fn func(tx *Tx) error) error {
 	return s.do(ctx, false, true, func(db *bolt.DB) error {
-		return db.View(func(btx *bolt.Tx) error {
-			tx, err := newTx(btx, s.opts.history)
-			if err != nil {
-				return err
-			}
-			return fn(tx)
-		})
+		return s.read(db, fn)
+	})
+}
+
+// read runs fn in a read-only Tx: over the batch if there is one, else in a
+// bbolt read transaction. s.mu is held.
+func (s *Store) read(db *bolt.DB, fn func(tx *Tx) error) error {
+	if s.batch != nil {
+		tx, err := newTx(s.batch.tx, s.opts.history)
+		if err != nil {
+			return err
+		}
+		tx.readOnly = true
+		return fn(tx)
+	}
+	return db.View(func(btx *bolt.Tx) error {
+		tx, err := newTx(btx, s.opts.history)
+		if err != nil {
+			return err
+		}
+		return fn(tx)
 	})
 }
 

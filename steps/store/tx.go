@@ -82,6 +82,7 @@ const (
 type keyspace struct {
 	b      *bolt.Bucket
 	prefix byte
+	log    *[]walOp // where Put and Delete record themselves for the WAL; nil: nowhere
 }
 
 // key is k with the prefix: a new slice (bbolt keeps a Put's key until the
@@ -90,9 +91,24 @@ func (ks keyspace) key(k []byte) []byte {
 	return append(append(make([]byte, 0, 1+len(k)), ks.prefix), k...)
 }
 
-func (ks keyspace) Get(k []byte) []byte   { return ks.b.Get(ks.key(k)) }
-func (ks keyspace) Put(k, v []byte) error { return ks.b.Put(ks.key(k), v) }
-func (ks keyspace) Delete(k []byte) error { return ks.b.Delete(ks.key(k)) }
+func (ks keyspace) Get(k []byte) []byte { return ks.b.Get(ks.key(k)) }
+func (ks keyspace) Put(k, v []byte) error {
+	key := ks.key(k)
+	err := ks.b.Put(key, v)
+	if err == nil && ks.log != nil {
+		*ks.log = append(*ks.log, walOp{kind: opPutKV, key: key, value: v})
+	}
+	return err
+}
+
+func (ks keyspace) Delete(k []byte) error {
+	key := ks.key(k)
+	err := ks.b.Delete(key)
+	if err == nil && ks.log != nil {
+		*ks.log = append(*ks.log, walOp{kind: opDeleteKV, key: key})
+	}
+	return err
+}
 func (ks keyspace) Cursor() *keyspaceCursor {
 	return &keyspaceCursor{c: ks.b.Cursor(), prefix: ks.prefix}
 }
@@ -174,6 +190,8 @@ type Tx struct {
 	wrote, trimmed bool // a key was written; the history was compacted
 	sub            uint32
 	written        []string // the keys written, in order
+	readOnly       bool     // a View: writes fail with ErrReadOnly
+	ops            []walOp  // the bbolt writes made, for the WAL
 }
 
 func newTx(btx *bolt.Tx, history int) (*Tx, error) {
@@ -181,8 +199,9 @@ func newTx(btx *bolt.Tx, history int) (*Tx, error) {
 	if kv == nil || meta == nil {
 		return nil, errors.New("not a podlab store: its buckets are missing")
 	}
-	tx := &Tx{btx: btx, history: history, meta: meta,
-		keys: keyspace{b: kv, prefix: keysPrefix}, revs: keyspace{b: kv, prefix: revsPrefix}}
+	tx := &Tx{btx: btx, history: history, meta: meta}
+	tx.keys = keyspace{b: kv, prefix: keysPrefix, log: &tx.ops}
+	tx.revs = keyspace{b: kv, prefix: revsPrefix, log: &tx.ops}
 	var err error
 	if tx.rev, err = tx.metaInt(metaRevision); err != nil {
 		return nil, err
@@ -208,7 +227,12 @@ func (tx *Tx) metaInt(name []byte) (int64, error) {
 }
 
 func (tx *Tx) putMetaInt(name []byte, v int64) error {
-	return tx.meta.Put(name, binary.BigEndian.AppendUint64(nil, uint64(v)))
+	b := binary.BigEndian.AppendUint64(nil, uint64(v))
+	if err := tx.meta.Put(name, b); err != nil {
+		return err
+	}
+	tx.ops = append(tx.ops, walOp{kind: opPutMeta, key: name, value: b})
+	return nil
 }
 
 // Revision is the store's revision: the revision of the last transaction
@@ -447,7 +471,7 @@ func (tx *Tx) dropReplaced(prev keyRecord) error {
 // compacted removes nothing (etcd answers ErrCompacted there). Compaction
 // is not a write: it does not advance the revision.
 func (tx *Tx) Compact(rev int64) (removed int, err error) {
-	if !tx.btx.Writable() {
+	if tx.readOnly || !tx.btx.Writable() {
 		return 0, fmt.Errorf("compacting to revision %d: %w", rev, ErrReadOnly)
 	}
 	if rev < 0 || rev > tx.rev {
@@ -554,7 +578,7 @@ func (tx *Tx) finish() error {
 }
 
 func (tx *Tx) checkWrite(key string, value []byte) error {
-	if !tx.btx.Writable() {
+	if tx.readOnly || !tx.btx.Writable() {
 		return ErrReadOnly
 	}
 	if err := checkKey(key); err != nil {

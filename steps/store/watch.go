@@ -131,11 +131,7 @@ func (w *Watcher) run(ctx context.Context, s *Store, prefix string, last int64) 
 func (s *Store) readLog(ctx context.Context, prefix string, after int64, limit int) (evs []Event, upTo int64, more bool, err error) {
 	p := []byte(prefix)
 	err = s.do(ctx, false, false, func(db *bolt.DB) error {
-		return db.View(func(btx *bolt.Tx) error {
-			tx, err := newTx(btx, s.opts.history)
-			if err != nil {
-				return err
-			}
+		return s.read(db, func(tx *Tx) error {
 			if after < tx.compacted {
 				return fmt.Errorf("watching %s: the watcher is at revision %d and the history was compacted up to revision %d: %w",
 					prefix, after, tx.compacted, ErrCompacted)
