@@ -157,8 +157,15 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("opening the store: %w", err)
 	}
+	exists := err == nil && fi.Size() > 0
+	if !exists {
+		// A log left beside a file that is gone is not this file's.
+		if err := os.Remove(walPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("opening the store: %w", err)
+		}
+	}
 	s := &Store{path: path, opts: o, probe: -1, changed: make(chan struct{})}
-	if err := s.init(err == nil && fi.Size() > 0); err != nil {
+	if err := s.init(exists); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -250,8 +250,8 @@ func walHasRecords(path string) bool {
 }
 
 // recoverWAL replays, in one transaction, the records of the log newer than
-// db's revision: the writes of a process that died holding a batch. It
-// returns how many it replayed.
+// db's revision, in revision order from the next one: the writes of a
+// process that died holding a batch. It returns how many it replayed.
 func recoverWAL(db *bolt.DB, path string) (int, error) {
 	recs, err := readWAL(path)
 	if err != nil || len(recs) == 0 {
@@ -270,6 +270,11 @@ func recoverWAL(db *bolt.DB, path string) (int, error) {
 		for _, r := range recs {
 			if r.rev <= rev {
 				continue // committed before
+			}
+			if r.rev != rev+1 {
+				// Not the next revision: the rest is not this file's
+				// (a log left beside a file made anew).
+				break
 			}
 			if err := r.apply(btx); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,4 +274,87 @@ func TestStore_Update_PanicInABatch(t *testing.T) {
 	if kv, ok := get(t, s, "/p/1"); !ok || string(kv.Value) != "one" {
 		t.Errorf("/p/1 = %q %v, want one", kv.Value, ok)
 	}
+}
+
+// A log left beside a file that was replaced belongs to the old file: a new
+// store removes it, and an existing file replays only the revisions that
+// follow its own.
+func TestStore_WALOfAnotherFile(t *testing.T) {
+	ctx := context.Background()
+	s, path := tempStore(t, WithLinger(time.Hour, time.Hour))
+	for _, k := range []string{"/o/1", "/o/2"} { // revisions 1 and 2, committed
+		if _, err := s.Update(ctx, create(k, "old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s, err := Open(path, WithLinger(time.Hour, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"/o/3", "/o/4"} { // revisions 3 and 4, in the log
+		if _, err := s.Update(ctx, create(k, "old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldWAL := t.TempDir() + "/old.wal"
+	copyFile(t, walPath(path), oldWAL)
+	s.Close()
+	if recs, _ := readWAL(strings.TrimSuffix(oldWAL, ".wal")); len(recs) != 2 || recs[0].rev != 3 {
+		t.Fatalf("the old log holds %d records, want revisions 3 and 4", len(recs))
+	}
+
+	t.Run("a new store", func(t *testing.T) {
+		fresh := t.TempDir() + "/store.db"
+		copyFile(t, oldWAL, walPath(fresh))
+		n, err := Open(fresh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		if kvs := list(t, n, "/o/"); len(kvs) != 0 {
+			t.Errorf("a new store replayed another file's log: %v", kvs)
+		}
+		if _, err := os.Stat(walPath(fresh)); err == nil {
+			if recs, _ := readWAL(fresh); len(recs) != 0 {
+				t.Errorf("the old log is still there, with %d records", len(recs))
+			}
+		}
+	})
+	t.Run("a store whose revision the log does not follow", func(t *testing.T) {
+		other := t.TempDir() + "/store.db"
+		o, err := Open(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.Update(ctx, create("/x", "mine")); err != nil { // revision 1
+			t.Fatal(err)
+		}
+		o.Close()
+		copyFile(t, oldWAL, walPath(other)) // revisions 3 and 4: 2 is missing
+		o, err = Open(other, MustExist())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		if rev, err := o.Revision(ctx); err != nil || rev != 1 {
+			t.Errorf("revision %d (%v) after opening beside another file's log, want 1", rev, err)
+		}
+		if kvs := list(t, o, "/o/"); len(kvs) != 0 {
+			t.Errorf("replayed another file's log: %v", kvs)
+		}
+	})
+}
+
+func list(t *testing.T, s *Store, prefix string) []KV {
+	t.Helper()
+	var kvs []KV
+	if err := s.View(context.Background(), func(tx *Tx) error {
+		var err error
+		kvs, err = tx.List(prefix)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return kvs
 }
