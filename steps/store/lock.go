@@ -99,9 +99,7 @@ func (s *Store) acquire(ctx context.Context, write bool) (*bolt.DB, error) {
 		case write && s.db.IsReadOnly():
 			s.release()
 		case time.Since(s.heldAt) >= s.opts.lingerMax && waitersOn(s.probe):
-			if err := s.yield(ctx); err != nil {
-				return nil, err
-			}
+			s.release() // yield: letWaitersFirst lets them in
 		default:
 			return s.db, nil
 		}
@@ -177,24 +175,6 @@ func (s *Store) release() error {
 		err = fmt.Errorf("closing the store %s: %w", s.path, cerr)
 	}
 	return err
-}
-
-// yield closes the handle and gives the waiters up to yieldPause to take
-// the file: until their waiting locks are gone. s.mu is held.
-func (s *Store) yield(ctx context.Context) error {
-	probe := s.probe
-	s.probe = -1
-	defer unix.Close(probe)
-	s.release()
-	deadline := time.Now().Add(yieldPause)
-	for waitersOn(probe) && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the store %s: %w", s.path, ctx.Err())
-		case <-time.After(yieldPoll):
-		}
-	}
-	return nil
 }
 
 // letWaitersFirst waits, up to yieldPause, while another process waits for
