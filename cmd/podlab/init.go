@@ -17,7 +17,10 @@ store behind it and a way to tell who is asking. podlab init makes both in
 the state directory:
 
   etcd/store.db     the store, etcd's role: a bbolt file holding every
-                    object under /registry/<resource>/<namespace>/<name>
+                    object under /registry/<resource>/<namespace>/<name>,
+                    in protobuf as kube-apiserver writes it
+  etcd/store.db.wal its write-ahead log, as etcd keeps one: each write is
+                    fsync'd there before it is acknowledged
   auth/tokens.csv   a static token file (kube-apiserver --token-auth-file):
                     token,user,uid,"groups" per line, mode 0600
 
