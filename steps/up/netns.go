@@ -117,10 +117,19 @@ func DialInNetns(ctx context.Context, netns, network, addr string) (net.Conn, er
 	}
 	done := make(chan dialed, 1)
 	go func() {
-		// Never unlocked: the thread ends with this goroutine, in the
-		// pod's namespace, and serves no other goroutine.
+		// The thread goes back to its own network namespace before it is
+		// unlocked; if it cannot, it stays locked and ends with this
+		// goroutine, serving no other. (Locked alone is not enough: on the
+		// main thread, which Go keeps, /proc/<pid>/ns/net would then name
+		// the pod's namespace.)
 		runtime.LockOSThread()
+		switched := false
 		c, err := func() (net.Conn, error) {
+			orig, err := os.Open("/proc/thread-self/ns/net")
+			if err != nil {
+				return nil, fmt.Errorf("opening the thread's network namespace: %w", err)
+			}
+			defer orig.Close()
 			f, err := os.Open(netns)
 			if err != nil {
 				return nil, fmt.Errorf("opening the network namespace: %w", err)
@@ -129,9 +138,18 @@ func DialInNetns(ctx context.Context, netns, network, addr string) (net.Conn, er
 			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
 				return nil, fmt.Errorf("setns(%s, CLONE_NEWNET): %w", netns, err)
 			}
+			switched = true
+			defer func() {
+				if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+					switched = false
+				}
+			}()
 			var d net.Dialer
 			return d.DialContext(ctx, network, addr)
 		}()
+		if !switched {
+			runtime.UnlockOSThread()
+		}
 		done <- dialed{c, err}
 	}()
 	select {
