@@ -71,6 +71,20 @@ func TestTheGate(t *testing.T) {
 	if !strings.Contains(list, "web    0/1     Pending   0") {
 		t.Errorf("get pods:\n%s", list)
 	}
+	// several types at once, as kubectl get deploy,rs,pods
+	mustPodlab(t, state, "create", "deployment", "site", "--image", "nginx")
+	several := mustPodlab(t, state, "get", "deploy,rs,pods")
+	for _, want := range []string{"NAME                   READY   UP-TO-DATE", "deployment.apps/site   0/1", "\n\nNAME      READY   STATUS", "pod/web   0/1     Pending"} {
+		if !strings.Contains(several, want) {
+			t.Errorf("get deploy,rs,pods does not say %q:\n%s", want, several)
+		}
+	}
+	if strings.Contains(several, "replicaset") {
+		t.Errorf("get deploy,rs,pods printed a table of no replica sets:\n%s", several)
+	}
+	if names := mustPodlab(t, state, "get", "pods,deploy", "-o", "name"); names != "pod/web\ndeployment.apps/site\n" {
+		t.Errorf("get pods,deploy -o name:\n%s", names)
+	}
 	before := mustPodlab(t, state, "store", "list", "/registry/pods/", "--keys-only")
 
 	tests := []struct {
@@ -88,6 +102,9 @@ func TestTheGate(t *testing.T) {
 		{"bad env", []string{"run", "db", "--image", "nginx", "--env", "NOVALUE"}, "want NAME=VALUE"},
 		{"unknown resource", []string{"get", "widgets"}, `doesn't have a resource type "widgets"`},
 		{"bad output", []string{"get", "pods", "-o", "xml"}, "allowed formats"},
+		{"several types and a name", []string{"get", "deploy,pods", "web"}, "name objects with one resource type"},
+		{"several types watched", []string{"get", "deploy,pods", "-w"}, "watch is only supported on individual resources"},
+		{"an unknown type among several", []string{"get", "pods,widgets"}, `doesn't have a resource type "widgets"`},
 		{"strict apply", []string{"apply", "-f", "testdata/typo.yaml"}, `unknown field "spec.containers[0].imagePullPolicyy"`},
 		{"delete default", []string{"delete", "namespace", "default"}, "may not be deleted"},
 		{"bad taint", []string{"node", "add", "n2", "--taints", "gpu=true"}, "want key[=value]:Effect"},

@@ -17,7 +17,7 @@ import (
 var getCommand = &cli.Command{
 	Name:      "get",
 	Usage:     "read objects back from the API server and print them, as kubectl get (step 2)",
-	ArgsUsage: "RESOURCE[/NAME] [NAME...] [-n NS | -A] [-o wide|yaml|json|name] [-l SELECTOR] [-w]",
+	ArgsUsage: "RESOURCE[/NAME] [NAME...] | RESOURCE,RESOURCE... [-n NS | -A] [-o wide|yaml|json|name] [-l SELECTOR] [-w]",
 	Description: `kubectl get asks the API server for objects; the API server authenticates
 and authorizes the read (the verb is get for one object, list for many,
 watch for -w), reads the keys from etcd and sends the objects back. kubectl
@@ -26,7 +26,8 @@ the client from the objects' fields.
 
 RESOURCE is any name kubectl accepts: pods, pod, po, nodes, ns, deploy, rs,
 events, limits, quota, roles, rolebindings, clusterroles,
-clusterrolebindings.
+clusterrolebindings; or several, with commas (deploy,rs,pods: what a
+Deployment made, a table for each).
 
 -o yaml shows the object as stored, with the metadata the API server added:
 uid, creationTimestamp, generation, and resourceVersion, which is the
@@ -47,10 +48,14 @@ misses nothing in between.`,
 		&cli.BoolFlag{Name: "output-watch-events", Usage: "with -w, say ADDED, MODIFIED or DELETED for each change"},
 		&cli.BoolFlag{Name: "show-labels", Usage: "add a LABELS column"},
 		&cli.BoolFlag{Name: "no-headers", Usage: "leave out the header line"},
+		&cli.BoolFlag{Name: "show-kind", Usage: "write names as kind/name (always, with several types: get deploy,rs,pods)"},
 	},
 	Action: func(c *cli.Context) error {
 		if c.NArg() < 1 {
 			return fmt.Errorf("podlab get needs a resource type: podlab get pods (or nodes, deployments, events, ...)")
+		}
+		if types := c.Args().First(); strings.Contains(types, ",") {
+			return getSeveral(c, types)
 		}
 		res, names, err := resourceArgs(c.Args().Slice())
 		if err != nil {
@@ -62,10 +67,7 @@ misses nothing in between.`,
 		}
 		defer s.Close()
 		ns := namespaceOf(c)
-		p, err := kubectl.NewPrinter(c.App.Writer, res, kubectl.PrintOptions{
-			Output: c.String("output"), AllNamespaces: c.Bool("all-namespaces") && res.Namespaced,
-			ShowLabels: c.Bool("show-labels"), NoHeaders: c.Bool("no-headers"), WatchEvents: c.Bool("output-watch-events"),
-		})
+		p, err := kubectl.NewPrinter(c.App.Writer, res, printOptions(c, res))
 		if err != nil {
 			return err
 		}
@@ -101,6 +103,58 @@ misses nothing in between.`,
 		}
 		return watch(c, s, p, res, ns, names, opts, rv)
 	},
+}
+
+// printOptions are the printer's options from get's flags.
+func printOptions(c *cli.Context, res apiserver.Resource) kubectl.PrintOptions {
+	return kubectl.PrintOptions{
+		Output: c.String("output"), AllNamespaces: c.Bool("all-namespaces") && res.Namespaced,
+		ShowLabels: c.Bool("show-labels"), NoHeaders: c.Bool("no-headers"), WatchEvents: c.Bool("output-watch-events"),
+		ShowKind: c.Bool("show-kind"),
+	}
+}
+
+// getSeveral is `get deploy,rs,pods`: one list per type, printed together
+// (kubectl.PrintLists).
+func getSeveral(c *cli.Context, types string) error {
+	if c.NArg() > 1 || strings.Contains(types, "/") {
+		return fmt.Errorf("%q: name objects with one resource type (podlab get pods web), not several", strings.Join(c.Args().Slice(), " "))
+	}
+	var resources []apiserver.Resource
+	for _, t := range strings.Split(types, ",") {
+		res, err := apiserver.LookupResource(t)
+		if err != nil {
+			return err
+		}
+		resources = append(resources, res)
+	}
+	if c.Bool("watch") {
+		return fmt.Errorf("watch is only supported on individual resources and resource collections, but %d resources were found: watch them one at a time", len(resources))
+	}
+	s, err := openAPI(c, false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ns := namespaceOf(c)
+	opts := apiserver.ListOptions{LabelSelector: c.String("selector"), FieldSelector: c.String("field-selector")}
+	lists := make([]kubectl.ResourceObjects, 0, len(resources))
+	found := false
+	for _, res := range resources {
+		list, err := s.client.List(c.Context, res.Name, ns, opts)
+		if err != nil {
+			return err
+		}
+		lists = append(lists, kubectl.ResourceObjects{Resource: res, Objects: list.Items})
+		found = found || len(list.Items) > 0
+	}
+	if !found && c.String("output") != "yaml" && c.String("output") != "json" {
+		fmt.Fprintln(c.App.ErrWriter, kubectl.NoResources(ns, c.Bool("all-namespaces")))
+		return nil
+	}
+	popts := printOptions(c, resources[0])
+	popts.AllNamespaces = c.Bool("all-namespaces")
+	return kubectl.PrintLists(c.App.Writer, lists, popts)
 }
 
 // watch prints every change after revision rv until Ctrl-C.

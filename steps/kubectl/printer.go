@@ -32,6 +32,10 @@ type PrintOptions struct {
 	// Now is the time AGE columns count from; zero means the clock's time
 	// at each Print.
 	Now time.Time
+	// ShowKind (--show-kind, and always when several resource types are
+	// printed) writes the NAME column as kind/name: pod/web,
+	// deployment.apps/web.
+	ShowKind bool
 }
 
 // Printer prints objects of one resource the way kubectl get does. It
@@ -285,7 +289,11 @@ func (p *Printer) row(o apiserver.Object, event string) ([]string, error) {
 	}
 	for i, c := range cols {
 		if !c.wide || p.opts.Output == "wide" {
-			row = append(row, cleanCell(cells[i]))
+			cell := cleanCell(cells[i])
+			if c.name == "NAME" && p.opts.ShowKind {
+				cell = p.name(o)
+			}
+			row = append(row, cell)
 		}
 	}
 	if p.opts.ShowLabels {
@@ -318,4 +326,62 @@ func (p *Printer) table(rows [][]string) error {
 	}
 	p.header = true
 	return p.align.write(p.w, rows)
+}
+
+// ResourceObjects are the objects of one resource, as one list returned them.
+type ResourceObjects struct {
+	Resource apiserver.Resource
+	Objects  []apiserver.Object
+}
+
+// PrintLists prints the objects of several resources at once, as
+// `kubectl get deploy,rs,pods` does: a table per resource that has objects,
+// separated by blank lines, each NAME written kind/name; with -o yaml or
+// json one List holding every object; with -o name a kind/name line each.
+func PrintLists(w io.Writer, lists []ResourceObjects, opts PrintOptions) error {
+	if len(lists) > 1 {
+		opts.ShowKind = true
+	}
+	var items []apiserver.Object
+	var first *Printer
+	tables := 0
+	for _, l := range lists {
+		p, err := NewPrinter(w, l.Resource, opts)
+		if err != nil {
+			return err
+		}
+		if first == nil {
+			first = p
+		}
+		if len(l.Objects) == 0 {
+			continue
+		}
+		switch opts.Output {
+		case "yaml", "json":
+			for _, o := range l.Objects {
+				if err := p.check(o); err != nil {
+					return err
+				}
+				items = append(items, p.forOutput(o))
+			}
+			continue
+		case "", "wide":
+			if tables > 0 {
+				if _, err := io.WriteString(w, "\n"); err != nil {
+					return err
+				}
+			}
+			tables++
+		}
+		if err := p.Print(l.Objects...); err != nil {
+			return err
+		}
+	}
+	if first != nil && (opts.Output == "yaml" || opts.Output == "json") {
+		if items == nil {
+			items = []apiserver.Object{}
+		}
+		return first.document(outputList{APIVersion: "v1", Items: items, Kind: "List"})
+	}
+	return nil
 }

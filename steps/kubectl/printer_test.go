@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 )
 
 // now is the fixed "now" of every test.
@@ -693,4 +694,76 @@ func TestNoResources(t *testing.T) {
 			t.Errorf("NoResources(%q, %v) = %q, want %q", tt.namespace, tt.all, got, tt.want)
 		}
 	}
+}
+
+// kubectl get deploy,rs,pods: a table per type with kind/name, or one List.
+func TestPrintLists(t *testing.T) {
+	dep := deployment()
+	lists := []ResourceObjects{
+		{mustResource(t, "deployments"), []apiserver.Object{dep}},
+		{mustResource(t, "replicasets"), nil}, // nothing: no table, no blank line
+		{mustResource(t, "pods"), []apiserver.Object{runningPod("default", "web-1", time.Minute), runningPod("default", "web-2", time.Minute)}},
+	}
+	tests := []struct {
+		name   string
+		lists  []ResourceObjects
+		output string
+		want   string
+	}{
+		{"tables", lists, "", "" +
+			"NAME                  READY   UP-TO-DATE   AVAILABLE   AGE\n" +
+			"deployment.apps/web   1/2     2            1           45m\n" +
+			"\n" +
+			"NAME        READY   STATUS    RESTARTS   AGE\n" +
+			"pod/web-1   1/1     Running   0          60s\n" +
+			"pod/web-2   1/1     Running   0          60s\n"},
+		{"names", lists, "name", "deployment.apps/web\npod/web-1\npod/web-2\n"},
+		{"one type keeps plain names", lists[2:], "", "" +
+			"NAME    READY   STATUS    RESTARTS   AGE\n" +
+			"web-1   1/1     Running   0          60s\n" +
+			"web-2   1/1     Running   0          60s\n"},
+		{"nothing at all", []ResourceObjects{lists[1]}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := PrintLists(&buf, tt.lists, PrintOptions{Output: tt.output, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+			if buf.String() != tt.want {
+				t.Errorf("printed:\n%s\nwant:\n%s", buf.String(), tt.want)
+			}
+		})
+	}
+	t.Run("yaml", func(t *testing.T) {
+		var buf bytes.Buffer
+		if err := PrintLists(&buf, lists, PrintOptions{Output: "yaml", Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		var list struct {
+			Kind  string `json:"kind"`
+			Items []struct {
+				Kind     string `json:"kind"`
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			} `json:"items"`
+		}
+		if err := yaml.Unmarshal(buf.Bytes(), &list); err != nil {
+			t.Fatalf("%v\n%s", err, buf.String())
+		}
+		var got []string
+		for _, it := range list.Items {
+			got = append(got, it.Kind+"/"+it.Metadata.Name)
+		}
+		if list.Kind != "List" || strings.Join(got, " ") != "Deployment/web Pod/web-1 Pod/web-2" {
+			t.Errorf("a %s of %v, want one List of the deployment and both pods", list.Kind, got)
+		}
+	})
+	t.Run("a pod among the deployments", func(t *testing.T) {
+		bad := []ResourceObjects{{mustResource(t, "deployments"), []apiserver.Object{runningPod("default", "web", time.Minute)}}, lists[2]}
+		if err := PrintLists(&bytes.Buffer{}, bad, PrintOptions{Output: "yaml"}); err == nil {
+			t.Error("no error")
+		}
+	})
 }
