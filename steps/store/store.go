@@ -294,6 +294,12 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error
 		if len(tx.ops) == 0 {
 			return nil
 		}
+		if !tx.wrote {
+			// A compaction writes without a new revision, and a WAL record
+			// is replayed by its revision: commit the batch now instead.
+			logged = true
+			return s.commitBatch()
+		}
 		rec := walRecord{rev: tx.rev, ops: tx.ops}
 		if err := s.batch.wal.append(rec.encode()); err != nil {
 			return fmt.Errorf("writing the write-ahead log %s: %w", walPath(s.path), err)

@@ -358,3 +358,34 @@ func list(t *testing.T, s *Store, prefix string) []KV {
 	}
 	return kvs
 }
+
+// A compaction makes no revision, so it is committed at once rather than
+// logged: a crash right after it keeps it.
+func TestStore_CompactIsCommittedAtOnce(t *testing.T) {
+	s, path := tempStore(t, WithLinger(time.Hour, time.Hour))
+	ctx := context.Background()
+	for _, k := range []string{"/c/1", "/c/2"} {
+		if _, err := s.Update(ctx, create(k, "v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Compact(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	crashed := t.TempDir() + "/store.db"
+	copyFile(t, path, crashed) // the file as a crash would leave it
+	s.Close()
+	c, err := Open(crashed, MustExist())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.View(ctx, func(tx *Tx) error {
+		if tx.CompactedRevision() != 2 || tx.Revision() != 2 {
+			t.Errorf("after the crash: compacted %d, revision %d; want 2 and 2", tx.CompactedRevision(), tx.Revision())
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
