@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/store"
 )
 
 var initCommand = &cli.Command{
@@ -51,6 +52,7 @@ Any command can then act as any user: --as developer, or --token TOKEN.`,
 			fmt.Fprintf(w, "The control plane of %s exists already; kept its tokens and objects.\n", dir)
 		}
 		fmt.Fprintf(w, "store (etcd's role):  %s (revision %d)\n", res.StorePath, res.Revision)
+		fmt.Fprintf(w, "write-ahead log:      %s (each write is fsync'd here first, as in etcd's WAL)\n", store.WALPath(res.StorePath))
 		fmt.Fprintf(w, "token file:           %s\n\n", res.TokenPath)
 		tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 		fmt.Fprintln(tw, "USER\tGROUPS\tACT AS IT WITH")

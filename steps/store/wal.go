@@ -159,6 +159,9 @@ type wal struct {
 	off int64
 }
 
+// WALPath is the write-ahead log of the store at path: path + ".wal".
+func WALPath(path string) string { return walPath(path) }
+
 // walPath is the WAL of the store at path.
 func walPath(path string) string { return path + ".wal" }
 
