@@ -30,16 +30,19 @@ import (
 // other process can read the batch before that: bbolt's lock keeps them
 // out while the file is held, as it always did. If the process dies
 // holding a batch, the next process to open the file replays the WAL's
-// records that are newer than the file's revision (recover), so no
-// acknowledged write is lost.
+// records that are newer than the file's revision (recoverWAL), so no
+// acknowledged write is lost. Every record has a revision of its own: a
+// compaction, which makes none, commits the batch instead.
 //
 // A record: length (4 bytes), CRC-32C of the rest (4), the revision (8),
 // then the bbolt writes of one Update in order, each a kind byte ('k' put
 // in kv, 'K' delete from kv, 'm' put in meta), a uvarint length and the
 // key, and for puts a uvarint length and the value. Records are written
-// from offset 0 after each commit, over the old ones; the first invalid
-// record ends the log, and records not newer than the file's revision are
-// old ones, already committed.
+// from offset 0 after each commit, over the old ones, and the commit zeroes
+// the first record's header. The first invalid record ends the log; records
+// not newer than the file's revision are old ones, already committed; and
+// replay takes the newer ones only while each is the next revision (a log
+// left beside another file does not follow it).
 
 // walSize is the part of the WAL written with zeros when it is made, so
 // that later writes land inside the file and an fsync has no file size to
