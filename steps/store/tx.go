@@ -92,6 +92,7 @@ func (ks keyspace) key(k []byte) []byte {
 }
 
 func (ks keyspace) Get(k []byte) []byte { return ks.b.Get(ks.key(k)) }
+
 func (ks keyspace) Put(k, v []byte) error {
 	key := ks.key(k)
 	err := ks.b.Put(key, v)
@@ -109,6 +110,7 @@ func (ks keyspace) Delete(k []byte) error {
 	}
 	return err
 }
+
 func (ks keyspace) Cursor() *keyspaceCursor {
 	return &keyspaceCursor{c: ks.b.Cursor(), prefix: ks.prefix}
 }
