@@ -12,9 +12,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/apiserver"
 )
 
 // helloRegistry builds the hello demo image in-process, serves it from an
@@ -42,4 +44,28 @@ func helloRegistry(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return ref
+}
+
+// markNodeReady sets the node's Ready condition, as its kubelet would report
+// it, through the API server of the state directory.
+func markNodeReady(t *testing.T, state, node string) {
+	t.Helper()
+	srv, err := apiserver.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	admin, err := srv.ClientAs("admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := admin.Get(context.Background(), "nodes", "", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := obj.(*corev1.Node)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
+	if _, err := admin.UpdateStatus(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,14 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/podlab/podlab/internal/cliargs"
-	"github.com/podlab/podlab/steps/apiserver"
 )
 
 // schedulerApp runs podlab with the scheduler command in it (whether or
@@ -49,24 +45,7 @@ func TestSchedulerOnce(t *testing.T) {
 	}
 
 	// Its kubelet reports Ready, as podlab kubelet would.
-	srv, err := apiserver.Open(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := srv.ClientAs("admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := admin.Get(context.Background(), "nodes", "", "node-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := obj.(*corev1.Node)
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
-	if _, err := admin.UpdateStatus(context.Background(), n); err != nil {
-		t.Fatal(err)
-	}
-	srv.Close()
+	markNodeReady(t, state, "node-1")
 
 	out, err = schedulerApp(t, state, "scheduler", "--once")
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -10,12 +9,10 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/cliargs"
 	"github.com/podlab/podlab/internal/testenv"
-	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/trace"
 )
 
@@ -79,24 +76,7 @@ func TestTraceCommand(t *testing.T) {
 	mustPodlab(t, state, "node", "add", "node-1", "--cpu", "2", "--memory", "4Gi")
 	mustPodlab(t, state, "run", "web", "--image", "nginx")
 	mustTraceApp(t, state, "scheduler", "--once")
-	srv, err := apiserver.Open(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := srv.ClientAs("admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := admin.Get(context.Background(), "nodes", "", "node-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := obj.(*corev1.Node)
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
-	if _, err := admin.UpdateStatus(context.Background(), n); err != nil {
-		t.Fatal(err)
-	}
-	srv.Close()
+	markNodeReady(t, state, "node-1")
 	mustTraceApp(t, state, "scheduler", "--once")
 
 	out := mustTraceApp(t, state, "trace", "pod/web")

@@ -20,15 +20,7 @@ func Deployment(ctx context.Context, c apiserver.Interface, namespace, name stri
 	o := newOptions(opts)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if namespace == "" {
-		namespace = apiserver.DefaultNamespace
-	}
-	byName := apiserver.ListOptions{FieldSelector: "metadata.name=" + name}
-	list, err := c.List(ctx, "deployments", namespace, byName)
-	if err != nil {
-		return nil, fmt.Errorf("tracing deployment %s/%s: reading it: %w", namespace, name, forbiddenHint(err))
-	}
-	upTo, err := revisionOf(list.ResourceVersion)
+	namespace, list, upTo, err := readByName(ctx, c, "deployments", "deployment", namespace, name)
 	if err != nil {
 		return nil, err
 	}

@@ -231,21 +231,28 @@ func Trace(ctx context.Context, c apiserver.Interface, namespace string, t Targe
 	return nil, fmt.Errorf("trace %s %s: %w", t.Kind, t.Name, ErrUnsupportedKind)
 }
 
+// readByName lists the object resource namespace/name (the default
+// namespace if none is given): what a trace starts from, with the list's
+// revision, up to which it reads the watch log.
+func readByName(ctx context.Context, c apiserver.Interface, resource, kind, namespace, name string) (string, *apiserver.List, int64, error) {
+	if namespace == "" {
+		namespace = apiserver.DefaultNamespace
+	}
+	list, err := c.List(ctx, resource, namespace, apiserver.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return namespace, nil, 0, fmt.Errorf("tracing %s %s/%s: reading it: %w", kind, namespace, name, forbiddenHint(err))
+	}
+	upTo, err := revisionOf(list.ResourceVersion)
+	return namespace, list, upTo, err
+}
+
 // Pod reads the timeline of the pod namespace/name: the pod that exists
 // now, or, if none does, the last one of that name in the watch log.
 func Pod(ctx context.Context, c apiserver.Interface, namespace, name string, opts ...Option) (*Timeline, error) {
 	o := newOptions(opts)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if namespace == "" {
-		namespace = apiserver.DefaultNamespace
-	}
-	byName := apiserver.ListOptions{FieldSelector: "metadata.name=" + name}
-	list, err := c.List(ctx, "pods", namespace, byName)
-	if err != nil {
-		return nil, fmt.Errorf("tracing pod %s/%s: reading it: %w", namespace, name, forbiddenHint(err))
-	}
-	upTo, err := revisionOf(list.ResourceVersion)
+	namespace, list, upTo, err := readByName(ctx, c, "pods", "pod", namespace, name)
 	if err != nil {
 		return nil, err
 	}
