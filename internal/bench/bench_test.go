@@ -397,8 +397,6 @@ func BenchmarkRuntimeChain(b *testing.B) {
 	}
 	compareWalls(b, "unpack, time (vs tar -xzf of the layers in order)", ours, theirs, "unpack-x-tar", 1.5, true)
 	compareWalls(b, "unpack, speed-up over umoci unpack", umoci, ours, "umoci-over-podlab", 3.0, false)
-
-	runcBench(b, f)
 }
 
 // tmpfs mounts a tmpfs at dir (as root), or falls back to a directory under
@@ -422,13 +420,19 @@ func tmpfs(b *testing.B, dir string) string {
 	return d
 }
 
-// runcBench runs a trivial container with podlab and with bare runc.
-func runcBench(b *testing.B, f *fixture) {
+// BenchmarkRuncRun runs a trivial container with podlab and with bare runc.
+// It needs no image, so it runs on its own: go test -bench RuncRun.
+func BenchmarkRuncRun(b *testing.B) {
 	if os.Geteuid() != 0 {
 		testenv.Missing(b, "root, for runc")
 	}
+	podlab := filepath.Join(testenv.RepoRoot(), "bin", "podlab")
+	if _, err := os.Stat(podlab); err != nil {
+		testenv.Missing(b, "bin/podlab (run make build)")
+	}
 	runc := testenv.Runc(b)
-	bundle := filepath.Join(f.tmp, "true-bundle")
+	tmp := b.TempDir()
+	bundle := filepath.Join(tmp, "true-bundle")
 	rootfs := filepath.Join(bundle, "rootfs")
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		b.Fatal(err)
@@ -452,13 +456,13 @@ func runcBench(b *testing.B, f *fixture) {
 	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	root := filepath.Join(f.tmp, "runc-root")
-	state := filepath.Join(f.tmp, "state-runc")
+	root := filepath.Join(tmp, "runc-root")
+	state := filepath.Join(tmp, "state-runc")
 	var ours, theirs []measurement
 	for i := 0; i < runcRounds; i++ { // a run is short and noisy: many rounds, alternating who goes first
 		sides := []func(){
 			func() {
-				ours = append(ours, run(b, f.podlab, "--state-dir", state, "runc", "run", fmt.Sprintf("bench-podlab-%d", i), "--bundle", bundle))
+				ours = append(ours, run(b, podlab, "--state-dir", state, "runc", "run", fmt.Sprintf("bench-podlab-%d", i), "--bundle", bundle))
 			},
 			func() {
 				theirs = append(theirs, run(b, runc, "--root", root, "run", "--bundle", bundle, fmt.Sprintf("bench-runc-%d", i)))

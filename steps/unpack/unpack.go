@@ -38,6 +38,10 @@ type Options struct {
 
 	// Progress, if set, is called after each layer is applied and verified.
 	Progress func(LayerResult)
+
+	// readAhead is how many chunks decompression may run ahead of
+	// archive.Apply; 0 means maxChunks. Tests make it small.
+	readAhead int
 }
 
 // Counts is what a layer (or a whole image) put into the rootfs, counted
@@ -189,8 +193,12 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	}
 	ctx = quietLogs(ctx)
 
-	// Layer i+1 is opened, and starts decompressing, while layer i is
-	// applied.
+	// Layer i+1 is opened while layer i is applied, and starts decompressing
+	// as soon as layer i is all decompressed.
+	ra, err := newReadAhead(opts.readAhead)
+	if err != nil {
+		return nil, err
+	}
 	streams := make([]*layerStream, len(layers))
 	defer func() {
 		for _, s := range streams {
@@ -198,12 +206,17 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 				s.close()
 			}
 		}
+		ra.release()
 	}()
 	openStream := func(i int) error {
 		if i >= len(layers) || streams[i] != nil {
 			return nil
 		}
-		s, err := openLayer(layers[i])
+		var after <-chan struct{}
+		if i > 0 && streams[i-1] != nil {
+			after = streams[i-1].done
+		}
+		s, err := openLayer(layers[i], ra, after)
 		if err != nil {
 			d, _ := layers[i].Digest()
 			return fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), short(d), err)
