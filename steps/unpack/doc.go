@@ -22,9 +22,11 @@
 // applies them, with containerd's own archive code (whiteouts, and no path
 // can leave the rootfs), into one plain directory a learner can look at.
 //
-// Each layer is streamed once, never stored: blob -> decompression and
-// sha256 in one goroutine -> containerd's archive.Apply in another, with the
-// next layer already decompressing while the current one is applied.
+// Each layer is streamed once, never stored on disk: blob -> decompression
+// and sha256 in one goroutine -> containerd's archive.Apply in another. The
+// decompressing goroutine may run up to 128 MiB ahead, in memory, and goes
+// on to the next layer as soon as it has finished one, so archive.Apply
+// (the slower half, on small files) rarely waits.
 //
 // Unpack never leaves a half-made bundle: it works in a temporary sibling of
 // the bundle directory and renames it into place only when every layer is
