@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -112,6 +113,7 @@ Examples:
 		if bundle, err = filepath.Abs(bundle); err != nil {
 			return err
 		}
+		lessGC()
 		// Ctrl-C cancels the unpack, which then removes its temporary directory.
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -126,6 +128,17 @@ Examples:
 		printUnpackResult(w, ref, res)
 		return nil
 	},
+}
+
+// lessGC lets the heap grow to 5 times what is live before the garbage
+// collector runs (GOGC=400), unless GOGC is set. archive.Apply allocates a few
+// short path strings for each of its system calls while the live heap stays
+// at a few MB, so with the default the collector ran about 50 times on the
+// bench image; at 400, unpacking 32,000 small files took 7-10% less time.
+func lessGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }
 
 func printUnpackStart(w io.Writer, ref string, img v1.Image, bundle, tmp string, layers int) {

@@ -285,7 +285,10 @@ func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, 
 	// The stream serves the tar reader's many small reads (headers are 512
 	// bytes) from memory.
 	opts := append([]archive.ApplyOpt{archive.WithFilter(lr.Counts.count)}, applyOpts...)
-	if _, err := archive.Apply(ctx, rootfs, s, opts...); err != nil {
+	if err := inRoot(rootfs, func(root string) error {
+		_, err := archive.Apply(ctx, root, s, opts...)
+		return err
+	}); err != nil {
 		return lr, err
 	}
 	if lr.DiffID, lr.Bytes, lr.Compressed, err = s.finish(); err != nil {
