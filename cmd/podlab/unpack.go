@@ -54,7 +54,9 @@ to it, and runc needs nothing else. containerd would apply each layer into a
 snapshot and stack the snapshots with overlayfs; podlab applies them, with
 containerd's own archive code (whiteouts handled, and no path in a layer can
 reach outside rootfs/, not through ../, absolute paths, symlinks or hard
-links), into one plain directory so you can look at every file.
+links), into one plain directory so you can look at every file. As root it
+applies them on a thread whose root directory is the rootfs (chroot, as
+Docker's chrootarchive does), so the kernel confines the paths too.
 
 The layers are unpacked into a temporary directory next to the bundle and
 renamed into place only when all of them are applied and verified: an
