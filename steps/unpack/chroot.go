@@ -1,6 +1,7 @@
 package unpack
 
 import (
+	"fmt"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -26,21 +27,38 @@ func inRoot(rootfs string, apply func(root string) error) error {
 		return apply(rootfs)
 	}
 	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: when this goroutine returns, the runtime ends the
-		// thread, and its root directory with it.
-		runtime.LockOSThread()
-		// CLONE_FS: this thread's root and working directory stop being
-		// the process's.
-		if unix.Unshare(unix.CLONE_FS) != nil {
-			done <- apply(rootfs)
-			return
-		}
-		if unix.Chroot(rootfs) != nil || unix.Chdir("/") != nil {
-			done <- apply(rootfs)
-			return
-		}
-		done <- apply("/")
-	}()
+	go chrootThread(rootfs, apply, done)
 	return <-done
+}
+
+// chrootThread locks its goroutine to a thread, chroots that thread into
+// rootfs and runs apply there. The thread is never unlocked: when the
+// goroutine returns, the runtime ends the thread, and its root directory
+// with it.
+//
+// Never the main thread, though. Go does not end the main thread (it parks
+// it for good), and the kernel shows the main thread's root to the whole
+// process in /proc/self (mountinfo lists only the mounts under it). On the
+// main thread, chrootThread holds it, so that a second goroutine gets
+// another thread, and does the work there.
+func chrootThread(rootfs string, apply func(root string) error, done chan<- error) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		inner := make(chan error, 1)
+		go chrootThread(rootfs, apply, inner)
+		done <- <-inner
+		runtime.UnlockOSThread()
+		return
+	}
+	// CLONE_FS: this thread's root and working directory stop being the
+	// process's.
+	if unix.Unshare(unix.CLONE_FS) != nil || unix.Chroot(rootfs) != nil {
+		done <- apply(rootfs)
+		return
+	}
+	if err := unix.Chdir("/"); err != nil {
+		done <- fmt.Errorf("entering the rootfs %s: %w", rootfs, err)
+		return
+	}
+	done <- apply("/")
 }

@@ -1,0 +1,89 @@
+package unpack
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/podlab/podlab/internal/testenv"
+)
+
+func TestInRoot(t *testing.T) {
+	testenv.RequireRoot(t)
+	rootfs := t.TempDir()
+	if err := os.WriteFile(filepath.Join(rootfs, "marker"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var gotRoot string
+	err := inRoot(rootfs, func(root string) error {
+		gotRoot = root
+		b, err := os.ReadFile("/marker")
+		if err != nil || string(b) != "inside" {
+			t.Errorf("/marker inside the chroot: %q, %v; want the rootfs's marker", b, err)
+		}
+		if _, err := os.Stat(outside); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the host's %s is visible from the chrooted thread (%v)", outside, err)
+		}
+		if wd, err := os.Getwd(); err != nil || wd != "/" {
+			t.Errorf("working directory %q (%v), want / inside the rootfs", wd, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotRoot != "/" {
+		t.Errorf("apply got root %q, want /", gotRoot)
+	}
+	// The process, and every other thread, keeps its own root.
+	if b, err := os.ReadFile(outside); err != nil || string(b) != "outside" {
+		t.Errorf("after inRoot the process cannot read %s: %q, %v", outside, b, err)
+	}
+
+	// No thread that ran apply is left with the rootfs as its root: the
+	// main thread's would show in /proc/self to the whole process.
+	for i := 0; i < 20; i++ {
+		if err := inRoot(rootfs, func(string) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		if root, err := os.Readlink("/proc/self/task/" + task.Name() + "/root"); err == nil && root != "/" {
+			t.Errorf("thread %s still has root %s", task.Name(), root)
+		}
+	}
+	if _, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
+		t.Errorf("/proc/self/mountinfo after inRoot: %v", err)
+	}
+
+	want := errors.New("from apply")
+	if err := inRoot(rootfs, func(string) error { return want }); !errors.Is(err, want) {
+		t.Errorf("inRoot returned %v, want apply's error", err)
+	}
+}
+
+// TestInRoot_FallsBack: when the thread cannot be chrooted (here: the rootfs
+// is not a directory), apply still runs, with the rootfs's own path.
+func TestInRoot_FallsBack(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var gotRoot string
+	if err := inRoot(notDir, func(root string) error { gotRoot = root; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if gotRoot != notDir {
+		t.Errorf("apply got root %q, want the path itself, %q", gotRoot, notDir)
+	}
+}
