@@ -60,5 +60,9 @@ func chrootThread(rootfs string, apply func(root string) error, done chan<- erro
 		done <- fmt.Errorf("entering the rootfs %s: %w", rootfs, err)
 		return
 	}
-	done <- apply("/")
+	if err := apply("/"); err != nil {
+		done <- fmt.Errorf("%w (paths as seen from inside the rootfs, %s)", err, rootfs)
+		return
+	}
+	done <- nil
 }

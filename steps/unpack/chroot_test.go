@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/podlab/podlab/internal/testenv"
@@ -67,8 +68,8 @@ func TestInRoot(t *testing.T) {
 	}
 
 	want := errors.New("from apply")
-	if err := inRoot(rootfs, func(string) error { return want }); !errors.Is(err, want) {
-		t.Errorf("inRoot returned %v, want apply's error", err)
+	if err := inRoot(rootfs, func(string) error { return want }); !errors.Is(err, want) || !strings.Contains(err.Error(), rootfs) {
+		t.Errorf("inRoot returned %v, want apply's error, saying its paths are inside %s", err, rootfs)
 	}
 }
 
