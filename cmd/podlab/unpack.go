@@ -177,6 +177,13 @@ func printUnpackResult(w io.Writer, ref string, res *unpack.Result) {
 	if res.Replaced {
 		fmt.Fprintln(w, "  --force: the old bundle was replaced, and its config.json with it")
 	}
+	if len(res.Layers) > 0 && res.Layers[0].Chrooted {
+		fmt.Fprintln(w, "  containerd's archive code applied each layer on a thread chrooted into the rootfs:")
+		fmt.Fprintln(w, "  no path in a layer could reach outside it, by containerd's checks and by the kernel's")
+	} else {
+		fmt.Fprintln(w, "  containerd's archive code applied each layer, resolving every path inside the rootfs")
+		fmt.Fprintln(w, "  (not root: no chroot, so containerd's own checks are what keeps paths inside)")
+	}
 	fmt.Fprintf(w, "\nBundle (an OCI runtime bundle, mode 0700): %s\n", res.Bundle)
 	fmt.Fprintf(w, "  rootfs/      %s  the container's root filesystem (mode 0755); ls it\n", res.RootFS)
 	fmt.Fprintf(w, "  config.json  not there yet: \"podlab spec\" writes it\n")

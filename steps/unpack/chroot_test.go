@@ -1,6 +1,7 @@
 package unpack
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -87,4 +88,19 @@ func TestInRoot_FallsBack(t *testing.T) {
 	if gotRoot != notDir {
 		t.Errorf("apply got root %q, want the path itself, %q", gotRoot, notDir)
 	}
+}
+
+func TestUnpack_ChrootedAsRoot(t *testing.T) {
+	s := newSandbox(t)
+	res, err := Unpack(context.Background(), imageOf(t, gz(t, file("a", "a")), raw(t, file("b", "b"))), s.bundle, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asRoot := os.Geteuid() == 0
+	for _, l := range res.Layers {
+		if l.Chrooted != asRoot {
+			t.Errorf("layer %d: Chrooted %v, want %v (euid %d)", l.Index, l.Chrooted, asRoot, os.Geteuid())
+		}
+	}
+	checkRootFS(t, s.rootfs(), want{files: map[string]string{"a": "a", "b": "b"}})
 }

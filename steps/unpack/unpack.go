@@ -115,6 +115,9 @@ type LayerResult struct {
 	// "none" (detected from the stream, not trusted from the media type).
 	Compression string
 	Compressed  int64 // size of the compressed blob read
+	// Chrooted: archive.Apply ran on a thread whose root directory was the
+	// rootfs, so the kernel confined the layer's paths too (as root only).
+	Chrooted bool
 	Counts
 	Duration time.Duration
 }
@@ -286,6 +289,7 @@ func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, 
 	// bytes) from memory.
 	opts := append([]archive.ApplyOpt{archive.WithFilter(lr.Counts.count)}, applyOpts...)
 	if err := inRoot(rootfs, func(root string) error {
+		lr.Chrooted = root != rootfs
 		_, err := archive.Apply(ctx, root, s, opts...)
 		return err
 	}); err != nil {
