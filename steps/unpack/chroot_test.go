@@ -3,10 +3,12 @@ package unpack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/podlab/podlab/internal/testenv"
 )
@@ -48,21 +50,35 @@ func TestInRoot(t *testing.T) {
 		t.Errorf("after inRoot the process cannot read %s: %q, %v", outside, b, err)
 	}
 
-	// No thread that ran apply is left with the rootfs as its root: the
-	// main thread's would show in /proc/self to the whole process.
+	// The main thread never gets the rootfs as its root: Go would keep it,
+	// and /proc/self shows its root to the whole process. The threads that
+	// did get it end with their goroutines, shortly after inRoot returns.
 	for i := 0; i < 20; i++ {
 		if err := inRoot(rootfs, func(string) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-	}
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range tasks {
-		if root, err := os.Readlink("/proc/self/task/" + task.Name() + "/root"); err == nil && root != "/" {
-			t.Errorf("thread %s still has root %s", task.Name(), root)
+		if root, err := os.Readlink(fmt.Sprintf("/proc/self/task/%d/root", os.Getpid())); err != nil || root != "/" {
+			t.Fatalf("the main thread's root is %q (%v), want /", root, err)
 		}
+	}
+	chrooted := func() (left []string) {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			if root, err := os.Readlink("/proc/self/task/" + task.Name() + "/root"); err == nil && root != "/" {
+				left = append(left, task.Name()+" "+root)
+			}
+		}
+		return left
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for len(chrooted()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := chrooted(); len(left) > 0 {
+		t.Errorf("threads still chrooted 2s after inRoot returned: %v", left)
 	}
 	if _, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
 		t.Errorf("/proc/self/mountinfo after inRoot: %v", err)
