@@ -304,12 +304,13 @@ func pairedRatio(ours, theirs []measurement) float64 {
 func compareWalls(b *testing.B, what string, ours, theirs []measurement, metric string, target float64, atMost bool) {
 	b.Helper()
 	compareRatio(b, what, ms(typical(ours).wall), ms(typical(theirs).wall), pairedRatio(ours, theirs), "ms", metric, target, atMost)
-	b.Logf("%s, each round (ms): podlab %s; other %s", what, walls(ours), walls(theirs))
+	b.Logf("%s, each round (ms): podlab %s; other %s", what, roundTimes(ours), roundTimes(theirs))
 }
 
-func walls(ms []measurement) string {
-	s := make([]string, len(ms))
-	for i, m := range ms {
+// roundTimes lists the wall times of the rounds, in ms.
+func roundTimes(rounds []measurement) string {
+	s := make([]string, len(rounds))
+	for i, m := range rounds {
 		s[i] = strconv.FormatInt(m.wall.Milliseconds(), 10)
 	}
 	return strings.Join(s, " ")
@@ -385,10 +386,10 @@ func BenchmarkRuntimeChain(b *testing.B) {
 	ours, theirs = nil, nil
 	var umoci []measurement
 	umociBin := testenv.LookPath(b, "umoci")
-	for i := -1; i < rounds; i++ {
-		bundle := filepath.Join(fast, fmt.Sprintf("bundle-%d", i+1))
-		dir := filepath.Join(fast, fmt.Sprintf("tar-%d", i+1))
-		umociBundle := filepath.Join(fast, fmt.Sprintf("umoci-%d", i+1))
+	for i := 0; i <= rounds; i++ { // round 0 is the uncounted one
+		bundle := filepath.Join(fast, fmt.Sprintf("bundle-%d", i))
+		dir := filepath.Join(fast, fmt.Sprintf("tar-%d", i))
+		umociBundle := filepath.Join(fast, fmt.Sprintf("umoci-%d", i))
 		script := fmt.Sprintf("mkdir -p %s && for l in %s; do tar -xzf $l -C %s || exit 1; done", dir, strings.Join(f.layers, " "), dir)
 		var o, t, u measurement
 		sides := []func(){
@@ -398,12 +399,12 @@ func BenchmarkRuntimeChain(b *testing.B) {
 		}
 		for j := range sides {
 			syscall.Sync()
-			sides[(i+1+j)%len(sides)]()
+			sides[(i+j)%len(sides)]()
 		}
 		for _, d := range []string{bundle, dir, umociBundle} {
 			os.RemoveAll(d)
 		}
-		if i >= 0 {
+		if i > 0 {
 			ours, theirs, umoci = append(ours, o), append(theirs, t), append(umoci, u)
 		}
 	}
