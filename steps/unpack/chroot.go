@@ -3,6 +3,7 @@ package unpack
 import (
 	"fmt"
 	"runtime"
+	"runtime/debug"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,9 +27,42 @@ func inRoot(rootfs string, apply func(root string) error) error {
 	if unix.Geteuid() != 0 {
 		return apply(rootfs)
 	}
-	done := make(chan error, 1)
+	done := make(chan outcome, 1)
 	go chrootThread(rootfs, apply, done)
-	return <-done
+	o := <-done
+	if o.panicked {
+		// The caller sees the panic as if apply had run on its goroutine, so
+		// a recover there still works; the value says where it happened.
+		panic(&ApplyPanic{Value: o.value, Stack: o.stack})
+	}
+	return o.err
+}
+
+// ApplyPanic is the value inRoot panics with when applying a layer panicked
+// on the chrooted thread. Value is what the apply panicked with and Stack is
+// that thread's stack at the time. Without it, a panic there would end the
+// whole program, out of reach of any recover in the caller.
+type ApplyPanic struct {
+	Value any
+	Stack []byte
+}
+
+func (p *ApplyPanic) Error() string {
+	return fmt.Sprintf("applying a layer panicked: %v\n\nthe chrooted thread's stack:\n%s", p.Value, p.Stack)
+}
+
+// Unwrap returns Value if it is an error.
+func (p *ApplyPanic) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}
+
+// outcome is what chrootThread hands back: apply's error, or its panic.
+type outcome struct {
+	err      error
+	panicked bool
+	value    any
+	stack    []byte
 }
 
 // chrootThread locks its goroutine to a thread, chroots that thread into
@@ -41,28 +75,38 @@ func inRoot(rootfs string, apply func(root string) error) error {
 // process in /proc/self (mountinfo lists only the mounts under it). On the
 // main thread, chrootThread holds it, so that a second goroutine gets
 // another thread, and does the work there.
-func chrootThread(rootfs string, apply func(root string) error, done chan<- error) {
+func chrootThread(rootfs string, apply func(root string) error, done chan<- outcome) {
 	runtime.LockOSThread()
 	if unix.Gettid() == unix.Getpid() {
-		inner := make(chan error, 1)
+		inner := make(chan outcome, 1)
 		go chrootThread(rootfs, apply, inner)
 		done <- <-inner
 		runtime.UnlockOSThread()
 		return
 	}
+	var o outcome
+	defer func() {
+		if p := recover(); p != nil {
+			o = outcome{panicked: true, value: p, stack: debug.Stack()}
+		}
+		done <- o
+	}()
+	o.err = applyChrooted(rootfs, apply)
+}
+
+// applyChrooted gives the calling thread a root directory of its own,
+// rootfs, and runs apply in it.
+func applyChrooted(rootfs string, apply func(root string) error) error {
 	// CLONE_FS: this thread's root and working directory stop being the
 	// process's.
 	if unix.Unshare(unix.CLONE_FS) != nil || unix.Chroot(rootfs) != nil {
-		done <- apply(rootfs)
-		return
+		return apply(rootfs)
 	}
 	if err := unix.Chdir("/"); err != nil {
-		done <- fmt.Errorf("entering the rootfs %s: %w", rootfs, err)
-		return
+		return fmt.Errorf("entering the rootfs %s: %w", rootfs, err)
 	}
 	if err := apply("/"); err != nil {
-		done <- fmt.Errorf("%w (paths as seen from inside the rootfs, %s)", err, rootfs)
-		return
+		return fmt.Errorf("%w (paths as seen from inside the rootfs, %s)", err, rootfs)
 	}
-	done <- nil
+	return nil
 }

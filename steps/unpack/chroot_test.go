@@ -90,6 +90,35 @@ func TestInRoot(t *testing.T) {
 	}
 }
 
+// TestInRoot_PanicReachesCaller: a panic while applying on the chrooted
+// thread comes back to inRoot's caller, where recover can catch it, instead
+// of ending the program from a goroutine nobody can reach.
+func TestInRoot_PanicReachesCaller(t *testing.T) {
+	testenv.RequireRoot(t)
+	rootfs := t.TempDir()
+	boom := errors.New("boom")
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_ = inRoot(rootfs, func(string) error { panic(boom) })
+		t.Error("inRoot returned; want it to panic as apply did")
+	}()
+	p, ok := got.(*ApplyPanic)
+	if !ok {
+		t.Fatalf("recovered %T %v, want *ApplyPanic", got, got)
+	}
+	if p.Value != boom || !errors.Is(p, boom) {
+		t.Errorf("ApplyPanic.Value = %v, want the value apply panicked with, %v", p.Value, boom)
+	}
+	if !strings.Contains(string(p.Stack), "TestInRoot_PanicReachesCaller") {
+		t.Errorf("ApplyPanic.Stack does not show where apply panicked:\n%s", p.Stack)
+	}
+	// The process goes on, and the next apply works.
+	if err := inRoot(rootfs, func(string) error { return nil }); err != nil {
+		t.Errorf("inRoot after a panic: %v", err)
+	}
+}
+
 // TestInRoot_FallsBack: when the thread cannot be chrooted (here: the rootfs
 // is not a directory), apply still runs, with the rootfs's own path.
 func TestInRoot_FallsBack(t *testing.T) {
