@@ -24,9 +24,11 @@
 //
 // Each layer is streamed once, never stored on disk: blob -> decompression
 // and sha256 in one goroutine -> containerd's archive.Apply in another. The
-// decompressing goroutine may run up to 128 MiB ahead, in memory, and goes
-// on to the next layer as soon as it has finished one, so archive.Apply
-// (the slower half, on small files) rarely waits.
+// decompressing goroutine may run up to 128 MiB ahead, in memory (less
+// where the kernel will not map that much), and goes on to the next layer
+// as soon as it has finished one, so archive.Apply (the slower half, on
+// small files) rarely waits. A panic while applying a layer on its chrooted
+// thread reaches the caller as *ApplyPanic.
 //
 // Unpack never leaves a half-made bundle: it works in a temporary sibling of
 // the bundle directory and renames it into place only when every layer is

@@ -43,14 +43,35 @@ type readAhead struct {
 
 // newReadAhead maps memory for n chunks (maxChunks if n is 0).
 func newReadAhead(n int) (*readAhead, error) {
+	return mapReadAhead(n, func(size int) ([]byte, error) {
+		return unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	})
+}
+
+// minChunks is the least read-ahead mapReadAhead settles for: 1 MiB.
+const minChunks = 8
+
+// mapReadAhead maps n chunks with mmap. Where the kernel will not give that
+// much address space (strict overcommit, vm.overcommit_memory=2, or a low
+// ulimit -v), it asks for half as many, down to minChunks: less read-ahead
+// makes the unpack slower, not wrong.
+func mapReadAhead(n int, mmap func(size int) ([]byte, error)) (*readAhead, error) {
 	if n <= 0 {
 		n = maxChunks
 	}
-	mem, err := unix.Mmap(-1, 0, n*chunkSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return nil, fmt.Errorf("mapping %d MiB for decompressed layers: %w", n*chunkSize>>20, err)
+	for {
+		mem, err := mmap(n * chunkSize)
+		if err == nil {
+			return &readAhead{mem: mem, chunks: n, free: make(chan []byte, n)}, nil
+		}
+		if !errors.Is(err, unix.ENOMEM) || n <= minChunks {
+			return nil, fmt.Errorf("mapping %d KiB for decompressed layers: %w", n*chunkSize>>10, err)
+		}
+		n /= 2
+		if n < minChunks {
+			n = minChunks
+		}
 	}
-	return &readAhead{mem: mem, chunks: n, free: make(chan []byte, n)}, nil
 }
 
 // release unmaps the memory. Every producer must have returned and nothing

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
 )
 
 func TestReadAhead_HandsOutAtMostItsChunks(t *testing.T) {
@@ -50,6 +51,53 @@ func TestReadAhead_HandsOutAtMostItsChunks(t *testing.T) {
 	close(stop)
 	if c := <-got; c != nil {
 		t.Errorf("get after stop returned %d bytes, want nil", len(c))
+	}
+}
+
+// TestMapReadAhead: where the kernel refuses the whole read-ahead (strict
+// overcommit, ulimit -v), the unpack asks for less rather than failing.
+func TestMapReadAhead(t *testing.T) {
+	const MiB = 1 << 20
+	tests := []struct {
+		name       string
+		limit      int   // the most the fake kernel maps
+		refuse     error // what it says above the limit
+		wantChunks int
+		wantSizes  []int // the mappings asked for, in MiB
+		wantErr    string
+	}{
+		{"all of it", 1 << 30, unix.ENOMEM, maxChunks, []int{128}, ""},
+		{"a quarter", 40 * MiB, unix.ENOMEM, 256, []int{128, 64, 32}, ""},
+		{"only the minimum", 1 * MiB, unix.ENOMEM, minChunks, []int{128, 64, 32, 16, 8, 4, 2, 1}, ""},
+		{"not even the minimum", MiB / 2, unix.ENOMEM, 0, []int{128, 64, 32, 16, 8, 4, 2, 1}, "mapping 1024 KiB for decompressed layers: cannot allocate memory"},
+		{"another error is not retried", 0, unix.EPERM, 0, []int{128}, "mapping 131072 KiB for decompressed layers: operation not permitted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sizes []int
+			ra, err := mapReadAhead(0, func(size int) ([]byte, error) {
+				sizes = append(sizes, size/MiB)
+				if size > tt.limit {
+					return nil, tt.refuse
+				}
+				return make([]byte, size), nil
+			})
+			if fmt.Sprint(sizes) != fmt.Sprint(tt.wantSizes) {
+				t.Errorf("asked for %v MiB, want %v", sizes, tt.wantSizes)
+			}
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ra.chunks != tt.wantChunks || len(ra.mem) != tt.wantChunks*chunkSize || cap(ra.free) != tt.wantChunks {
+				t.Errorf("read-ahead of %d chunks (%d bytes, free list %d), want %d chunks", ra.chunks, len(ra.mem), cap(ra.free), tt.wantChunks)
+			}
+		})
 	}
 }
 
