@@ -30,10 +30,10 @@ func inRoot(rootfs string, apply func(root string) error) error {
 	done := make(chan outcome, 1)
 	go chrootThread(rootfs, apply, done)
 	o := <-done
-	if o.panicked {
+	if o.panic != nil {
 		// The caller sees the panic as if apply had run on its goroutine, so
 		// a recover there still works; the value says where it happened.
-		panic(&ApplyPanic{Value: o.value, Stack: o.stack})
+		panic(o.panic)
 	}
 	return o.err
 }
@@ -59,10 +59,8 @@ func (p *ApplyPanic) Unwrap() error {
 
 // outcome is what chrootThread hands back: apply's error, or its panic.
 type outcome struct {
-	err      error
-	panicked bool
-	value    any
-	stack    []byte
+	err   error
+	panic *ApplyPanic
 }
 
 // chrootThread locks its goroutine to a thread, chroots that thread into
@@ -87,7 +85,7 @@ func chrootThread(rootfs string, apply func(root string) error, done chan<- outc
 	var o outcome
 	defer func() {
 		if p := recover(); p != nil {
-			o = outcome{panicked: true, value: p, stack: debug.Stack()}
+			o = outcome{panic: &ApplyPanic{Value: p, Stack: debug.Stack()}}
 		}
 		done <- o
 	}()
