@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/lessons"
+	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/lesson"
 	"github.com/podlab/podlab/steps/runc"
@@ -83,6 +85,7 @@ func TestLessons(t *testing.T) {
 		),
 		Timeout: blockTimeout,
 		Grace:   5 * time.Second,
+		Probe:   checkBefore,
 	}
 	runStart := time.Now()
 	runs, err := s.run(ctx, all)
@@ -97,6 +100,12 @@ func TestLessons(t *testing.T) {
 			skipped := 0
 			for _, r := range runs {
 				if r.Lesson != l {
+					continue
+				}
+				if r.Probe {
+					if p := checkedBefore(l, r); p != "" {
+						t.Error(p)
+					}
 					continue
 				}
 				took += r.Took
@@ -119,6 +128,76 @@ func TestLessons(t *testing.T) {
 			t.Logf("the registry's log:\n%s", b)
 		}
 	}
+}
+
+// checkBefore is the session's probe: before lesson N (N >= 2: lesson 01
+// only looks at the machine) it runs `podlab check N`, on the state the
+// lessons before N left.
+func checkBefore(l *lesson.Lesson) string {
+	if l.Number < 2 || !lesson.HasChecks(l.Number) {
+		return ""
+	}
+	return fmt.Sprintf("podlab check %02d", l.Number)
+}
+
+// passBefore lists the checks that may pass before their lesson, and why:
+// each holds from an earlier lesson, and the lesson's own work is proven by
+// the other checks of the lesson.
+var passBefore = map[int][]string{
+	// Lesson 02 stored web; lesson 03 reads it back, which leaves nothing.
+	3: {"pod web reads back through the gate"},
+	// Lesson 04's `podlab kubelet --node node-1 --once` registers node-1.
+	5: {"node " + apiserver.HostNode + " is registered"},
+	// Lesson 05 started hello and web, whose logs lesson 10 reads.
+	10: {"a container's log has output"},
+	// Lesson 04's kubelet made node-1 Ready, and lesson 11 left every pod
+	// Running; lesson 12 keeps them so with the components as daemons.
+	12: {"a node is Ready", "the pods are Running"},
+}
+
+// hintCommand finds a command in a FAIL line's hint: `podlab ...`.
+var hintCommand = regexp.MustCompile("`[^`]+`")
+
+// checkedBefore says what is wrong with the probe r of lesson l: `podlab
+// check N` run before lesson N must fail, each check but those passBefore
+// lists must fail, and each FAIL must say what to do (a command); "" if
+// nothing is wrong.
+func checkedBefore(l *lesson.Lesson, r *blockRun) string {
+	cmd := r.Block.Commands()
+	switch {
+	case !r.Started:
+		return fmt.Sprintf("`%s` never ran before %s: an earlier block stopped the session", cmd, l.File)
+	case r.TimedOut:
+		return fmt.Sprintf("`%s` did not finish before %s; its output so far:\n%s", cmd, l.File, indent(r.Output))
+	case !r.Finished:
+		return fmt.Sprintf("`%s` stopped the session before %s; its output:\n%s", cmd, l.File, indent(r.Output))
+	}
+	var problems []string
+	if r.ExitCode == 0 {
+		problems = append(problems, fmt.Sprintf("`%s` passed before %s was done: its checks must see the lesson's work, not only what earlier lessons left", cmd, l.File))
+	}
+	checks := 0
+	for _, line := range strings.Split(r.Output, "\n") {
+		if name, ok := strings.CutPrefix(line, "PASS "); ok {
+			checks++
+			if !slices.Contains(passBefore[l.Number], name) {
+				problems = append(problems, fmt.Sprintf("%q passed before %s was done: it must see what the lesson does (objects, events, the store's history, files), or be listed in passBefore with the reason", name, l.File))
+			}
+		}
+		if rest, ok := strings.CutPrefix(line, "FAIL "); ok {
+			checks++
+			if !hintCommand.MatchString(rest) {
+				problems = append(problems, fmt.Sprintf("FAIL %s: the hint names no command in `backquotes` that makes what is missing", rest))
+			}
+		}
+	}
+	if checks == 0 {
+		problems = append(problems, "it printed no PASS or FAIL line")
+	}
+	if len(problems) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s, run before the lesson:\n    %s\nits output:\n%s", l.File, strings.Join(problems, "\n    "), indent(r.Output))
 }
 
 // TestLessonFiles checks the lessons' shape without running them: each
@@ -178,8 +257,40 @@ func TestLessonFiles(t *testing.T) {
 			if !bytes.Contains(readme, []byte("("+l.File+")")) {
 				t.Errorf("README.md's index does not link to %s", l.File)
 			}
+			if p := checkedAfter(l); p != "" {
+				t.Error(p)
+			}
 		})
 	}
+}
+
+// checkedAfter says what is wrong with how lesson l checks its own work
+// ("" if nothing): a lesson with checks runs `podlab check NN` in an sh
+// block whose expected block has a PASS line for each of its checks, in
+// order, so that TestLessons proves every check passes right after it.
+func checkedAfter(l *lesson.Lesson) string {
+	names := lesson.CheckNames(l.Number)
+	if names == nil {
+		return ""
+	}
+	cmd := fmt.Sprintf("podlab check %02d", l.Number)
+	for _, b := range l.Runs() {
+		if !slices.Contains(strings.Split(b.Commands(), "\n"), cmd) {
+			continue
+		}
+		var want []string
+		for _, n := range names {
+			want = append(want, "PASS "+n)
+		}
+		if b.Expected == nil {
+			return fmt.Sprintf("the sh block at line %d runs `%s` with no expected block: list %q", b.Line, cmd, want)
+		}
+		if i := lesson.FirstMissing(want, b.Expected.Code); i >= 0 {
+			return fmt.Sprintf("the expected block at line %d does not list %q, after the lines before it: list every check, in order: %q", b.Expected.Line, want[i], want)
+		}
+		return ""
+	}
+	return fmt.Sprintf("no sh block runs `%s` (on its own line): the lesson must end with its checks", cmd)
 }
 
 // lessonEnv is env without what would change podlab's behaviour behind a

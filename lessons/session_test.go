@@ -32,6 +32,11 @@ type session struct {
 	// Grace is how long leftover processes may hold the output open after
 	// bash exited, before the session kills its process group.
 	Grace time.Duration
+	// Probe, if set, gives shell code to run before each lesson's first
+	// block ("" for none): a look at the state as the lessons before left
+	// it. Its output and exit status are recorded as a blockRun with Probe
+	// set; unlike a block's, its failure does not stop the session.
+	Probe func(l *lesson.Lesson) string
 }
 
 // blockRun is what happened to one Run block.
@@ -41,9 +46,12 @@ type blockRun struct {
 	Output   string
 	Started  bool
 	Finished bool // reached its end: every command succeeded
-	ExitCode int  // set when the session stopped inside this block
+	ExitCode int  // set when the session stopped inside this block; a probe's exit status
 	TimedOut bool
 	Took     time.Duration
+	// Probe: this is not a block of the lesson but what session.Probe ran
+	// before its first block.
+	Probe bool
 }
 
 // Failed reports whether the block started and did not finish.
@@ -63,6 +71,11 @@ const markerPrefix = "@@podlab-lesson@@"
 func (s session) run(ctx context.Context, lessons []*lesson.Lesson) ([]*blockRun, error) {
 	var runs []*blockRun
 	for _, l := range lessons {
+		if s.Probe != nil {
+			if code := s.Probe(l); code != "" {
+				runs = append(runs, &blockRun{Lesson: l, Block: &lesson.Block{Kind: lesson.Run, Info: "sh", Code: code}, Probe: true})
+			}
+		}
 		for _, b := range l.Runs() {
 			runs = append(runs, &blockRun{Lesson: l, Block: b})
 		}
@@ -155,6 +168,13 @@ loop:
 			case "end":
 				runs[n].Finished = true
 				finish()
+			case "probed":
+				// "probed N STATUS": the probe ran to its end, with STATUS.
+				num, status, _ := strings.Cut(arg, " ")
+				i, _ := strconv.Atoi(num)
+				runs[i].Finished = true
+				runs[i].ExitCode, _ = strconv.Atoi(status)
+				finish()
 			case "exit":
 				if cur >= 0 {
 					runs[cur].ExitCode = n
@@ -203,10 +223,20 @@ func (s session) writeScript(runs []*blockRun, marker string) (string, error) {
 	b.WriteString("set -e\n")
 	for i, r := range runs {
 		file := filepath.Join(dir, fmt.Sprintf("%03d-%s-line%d.sh", i, r.Lesson.Name(), r.Block.Line))
+		if r.Probe {
+			file = filepath.Join(dir, fmt.Sprintf("%03d-%s-probe.sh", i, r.Lesson.Name()))
+		}
 		if err := os.WriteFile(file, []byte(r.Block.Script()), 0o644); err != nil {
 			return "", err
 		}
 		fmt.Fprintf(&b, "printf '\\n%%s begin %d\\n' %q\n", i, marker)
+		if r.Probe {
+			// A probe may fail (that is what it looks for): || keeps set -e
+			// from stopping the session, and its status is printed.
+			fmt.Fprintf(&b, "__podlab_rc=0; . %q </dev/null || __podlab_rc=$?\n", file)
+			fmt.Fprintf(&b, "printf '\\n%%s probed %d %%d\\n' %q \"$__podlab_rc\"\n", i, marker)
+			continue
+		}
 		fmt.Fprintf(&b, ". %q </dev/null\n", file)
 		fmt.Fprintf(&b, "printf '\\n%%s end %d\\n' %q\n", i, marker)
 	}
@@ -375,5 +405,43 @@ func TestSession_LeftoverJobsDoNotHang(t *testing.T) {
 	}
 	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("the session took %s: a leftover job held it", took)
+	}
+}
+
+// TestSession_Probe: a probe runs before each lesson's first block, sees
+// what the lessons before left, and its failure is recorded without
+// stopping the session.
+func TestSession_Probe(t *testing.T) {
+	const fence = "```"
+	s := testSession(t, 20*time.Second)
+	s.Probe = func(l *lesson.Lesson) string {
+		if l.Number == 1 {
+			return ""
+		}
+		return fmt.Sprintf("echo probing %d; test -e made-by-%d", l.Number, l.Number-1)
+	}
+	runs, err := s.run(context.Background(), parseLessons(t,
+		"# 01 — A\n\n"+fence+"sh\ntouch made-by-1\n"+fence+"\n",
+		"# 02 — B\n\n"+fence+"sh\necho lesson 2\n"+fence+"\n",
+		"# 03 — C\n\n"+fence+"sh\necho lesson 3\n"+fence+"\n",
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		probe    bool
+		output   string
+		exitCode int
+	}
+	wants := []want{{false, "", 0}, {true, "probing 2", 0}, {false, "lesson 2", 0}, {true, "probing 3", 1}, {false, "lesson 3", 0}}
+	if len(runs) != len(wants) {
+		t.Fatalf("%d runs, want %d", len(runs), len(wants))
+	}
+	for i, w := range wants {
+		r := runs[i]
+		if r.Probe != w.probe || !r.Started || !r.Finished || r.Output != w.output || r.ExitCode != w.exitCode {
+			t.Errorf("run %d: probe %v, started %v, finished %v, output %q, exit code %d; want probe %v, output %q, exit code %d",
+				i, r.Probe, r.Started, r.Finished, r.Output, r.ExitCode, w.probe, w.output, w.exitCode)
+		}
 	}
 }

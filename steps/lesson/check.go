@@ -69,6 +69,17 @@ func Check(ctx context.Context, n int, env Env) []Result {
 // HasChecks reports whether lesson n has checks.
 func HasChecks(n int) bool { return checksOf(n) != nil }
 
+// CheckNames lists the names of lesson n's checks, in the order Check runs
+// them, without running them (nil when it has none): what `podlab check n`
+// prints after PASS or FAIL.
+func CheckNames(n int) []string {
+	var out []string
+	for _, c := range checksOf(n) {
+		out = append(out, c.name)
+	}
+	return out
+}
+
 // checksOf returns the checks of lesson n, or nil.
 func checksOf(n int) []check {
 	switch n {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -16,10 +17,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/trace"
 )
 
 // 01: the machine and the registry.
@@ -95,6 +99,9 @@ func apiserverChecks() []check {
 		}},
 		{"pod web is Pending with no node", func(ctx context.Context, p *probe) error {
 			pod, err := p.pod(ctx, "default", "web")
+			if apierrors.IsNotFound(err) {
+				return fail("no pod default/web: create it as the admin: `podlab run web --image nginx`")
+			}
 			if err != nil {
 				return err
 			}
@@ -157,13 +164,21 @@ func storeChecks() []check {
 			}
 			return nil
 		}},
-		{"pod db was deleted", func(ctx context.Context, p *probe) error {
-			_, err := p.pod(ctx, "default", "db")
-			if err == nil {
-				return fail("pod default/db is still there: `podlab delete pod db`")
-			}
-			if !apierrors.IsNotFound(err) {
+		{"pod db was created, then deleted (the store's history)", func(ctx context.Context, p *probe) error {
+			c, err := p.api()
+			if err != nil {
 				return err
+			}
+			const how = "create it and delete it, `podlab run db --image nginx`, then `podlab delete pod db`; compact only revisions before it (lesson 03)"
+			tl, err := trace.Pod(ctx, c, "default", "db")
+			if errors.Is(err, trace.ErrNeverCreated) {
+				return fail("pod default/db is in neither the store nor its history (%v): %s", err, how)
+			}
+			if err != nil {
+				return fmt.Errorf("reading pod db's history: %w", err)
+			}
+			if len(tl.Pods) == 0 || tl.Pods[0].Deleted == nil {
+				return fail("pod default/db is still there: `podlab delete pod db`")
 			}
 			return nil
 		}},
@@ -179,7 +194,7 @@ func storeChecks() []check {
 				cancel()
 				for range w.Events() {
 				}
-				return fail("a watch from revision 1 still replays the history: compact it, `podlab store compact 5`")
+				return fail("a watch from revision 1 still replays the history: compact it up to the revision before db was created, `podlab store compact 3` in lesson 03 (`podlab store compact REV`)")
 			}
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				return nil
@@ -320,7 +335,7 @@ func kubeletChecks() []check {
 	}
 }
 
-// 10: status and logs.
+// 10: status and logs, and pods that fail.
 func logsChecks() []check {
 	return []check{
 		{"a container's log has output", func(ctx context.Context, p *probe) error {
@@ -336,7 +351,45 @@ func logsChecks() []check {
 			}
 			return fail("no pod on a node has a container log with output (pods on nodes: %s): run one, then `podlab logs POD`", names(bound))
 		}},
+		{"pod crash restarted after a back-off (CrashLoopBackOff), then was deleted", func(ctx context.Context, p *probe) error {
+			const how = "`podlab run crash --image $REGISTRY/podlab/hello:1.0 -- --no-such-flag`, `podlab scheduler --once`, `podlab kubelet --node node-1 --once` (twice, 11 seconds apart), then `podlab delete pod crash` and `podlab kubelet --node node-1 --once` (lesson 10)"
+			return failedAndDeleted(ctx, p, "crash", how, "BackOff", "Back-off restarting failed container")
+		}},
+		{"pod ghost's image pull failed (ErrImagePull, then ImagePullBackOff), then it was deleted", func(ctx context.Context, p *probe) error {
+			const how = "`podlab run ghost --image $REGISTRY/podlab/ghost:1.0`, `podlab scheduler --once`, `podlab kubelet --node node-1` for a few seconds, then `podlab delete pod ghost` and `podlab kubelet --node node-1 --once` (lesson 10)"
+			return failedAndDeleted(ctx, p, "ghost", how, "Failed", "Error: "+kubelet.ReasonErrImagePull, "Failed", "Error: "+kubelet.ReasonImagePullBackOff)
+		}},
 	}
+}
+
+// failedAndDeleted reads the history of pod default/name (`podlab trace`):
+// it must hold the kubelet's events reasonAndMessage lists (pairs of a
+// reason and a substring of the message), and the pod's deletion. how is
+// what the lesson did to leave them.
+func failedAndDeleted(ctx context.Context, p *probe, name, how string, reasonAndMessage ...string) error {
+	c, err := p.api()
+	if err != nil {
+		return err
+	}
+	tl, err := trace.Pod(ctx, c, "default", name)
+	if errors.Is(err, trace.ErrNeverCreated) {
+		return fail("pod default/%s is in neither the store nor its history: %s", name, how)
+	}
+	if err != nil {
+		return fmt.Errorf("reading pod %s's history: %w", name, err)
+	}
+	for i := 0; i+1 < len(reasonAndMessage); i += 2 {
+		reason, msg := reasonAndMessage[i], reasonAndMessage[i+1]
+		if !slices.ContainsFunc(tl.Entries, func(e trace.Entry) bool {
+			return e.Resource == "events" && e.Stage == reason && strings.Contains(e.Detail, msg)
+		}) {
+			return fail("pod %s's history holds no %s event %q from its kubelet (`podlab trace pod/%s` shows it): %s", name, reason, msg, name, how)
+		}
+	}
+	if len(tl.Pods) == 0 || tl.Pods[0].Deleted == nil {
+		return fail("pod default/%s is still there: `podlab delete pod %s`, then `podlab kubelet --node node-1 --once` stops its containers and removes it", name, name)
+	}
+	return nil
 }
 
 // 11: a Deployment, its ReplicaSet and pods.
@@ -445,6 +498,67 @@ func togetherChecks() []check {
 			}
 			if running == 0 || len(notRunning) > 0 {
 				return fail("%d pod(s) Running; not Running: %s: keep the scheduler, the controller-manager and the kubelet running, and look at `podlab get pods -A -o wide` and `podlab describe pod NAME`", running, names(notRunning))
+			}
+			return nil
+		}},
+		{"deployment greeter's 2 pods are Running", func(ctx context.Context, p *probe) error {
+			c, err := p.api()
+			if err != nil {
+				return err
+			}
+			o, err := c.Get(ctx, "deployments", "default", "greeter")
+			if apierrors.IsNotFound(err) {
+				return fail("no deployment default/greeter: with the kubelet, the scheduler and the controller-manager running, `podlab create deployment greeter --image $REGISTRY/podlab/hello:1.0 --replicas 2` (lesson 12)")
+			}
+			if err != nil {
+				return err
+			}
+			d, ok := o.(*appsv1.Deployment)
+			if !ok {
+				return fmt.Errorf("deployments/greeter is a %T", o)
+			}
+			sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+			if err != nil {
+				return fail("deployment greeter's selector: %v: delete it, `podlab delete deployment greeter`, and create it again", err)
+			}
+			pods, err := p.pods(ctx, "default", "")
+			if err != nil {
+				return err
+			}
+			running := 0
+			for _, pod := range pods {
+				if sel.Matches(labels.Set(pod.Labels)) && pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			if running < 2 {
+				return fail("deployment greeter has %d Running pod(s), want 2: keep the kubelet, the scheduler and the controller-manager running (`podlab kubelet --node node-1 &`, `podlab scheduler &`, `podlab controller-manager &`) and look at `podlab get pods -l app=greeter`", running)
+			}
+			return nil
+		}},
+		{"the greeter pod you deleted was replaced by its ReplicaSet", func(ctx context.Context, p *probe) error {
+			c, err := p.api()
+			if err != nil {
+				return err
+			}
+			const how = "with the components running, delete one of greeter's pods, `podlab delete pod/NAME`, and wait for its ReplicaSet to replace it (lesson 12)"
+			tl, err := trace.Deployment(ctx, c, "default", "greeter")
+			if errors.Is(err, trace.ErrNeverCreated) {
+				return fail("deployment default/greeter is in neither the store nor its history: `podlab create deployment greeter --image $REGISTRY/podlab/hello:1.0 --replicas 2`, then %s", how)
+			}
+			if err != nil {
+				return fmt.Errorf("reading deployment greeter's history: %w", err)
+			}
+			deleted, live := 0, 0
+			for _, pod := range tl.Pods {
+				if pod.Deleted != nil {
+					deleted++
+				} else {
+					live++
+				}
+			}
+			if deleted == 0 || live < 2 {
+				return fail("greeter's history holds %d pod(s) deleted and %d not (`podlab trace deployment/greeter` shows them), want one deleted and 2 that replaced it and stayed: %s", deleted, live, how)
 			}
 			return nil
 		}},
