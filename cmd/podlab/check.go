@@ -24,6 +24,13 @@ looks at what is really there, as each Kubernetes component would find it:
                            kernel holds in its cgroup files
   nodes                    <state-dir>/nodes/<node>/: what each kubelet runs
 
+Each check looks for what the lesson's work left behind, never only for
+what is absent: an object, an Event, a file a stage wrote, or a write in
+the store's history (the watch log podlab trace reads: "pod db was
+created, then deleted" finds db's ADDED and DELETED there). So a lesson's
+checks fail until the lesson is done (but lesson 01's, which look at the
+machine and the registry).
+
 It prints one line per check, "PASS name" or "FAIL name: what to do", and
 exits 1 if any failed. Run it right after lesson N: a later lesson may change
 what it looks at (lesson 04 binds the pod lesson 02 left Pending).

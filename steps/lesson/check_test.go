@@ -549,3 +549,88 @@ func TestCheck_Cleanup(t *testing.T) {
 	}
 	wantResults(t, results(t, 13, lesson.Env{StateDir: filepath.Join(t.TempDir(), "gone")}), map[string]bool{"*": true})
 }
+
+// withAdmin runs fn with an admin client of state's API server, then
+// closes it, as a podlab command does.
+func withAdmin(t *testing.T, state string, fn func(ctx context.Context, c apiserver.Interface) error) {
+	t.Helper()
+	srv, err := apiserver.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := srv.ClientAs("admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fn(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheck_PodHistory: lesson 10's checks of crash and ghost pass only
+// when the store's history holds the pod, the kubelet's events about it,
+// and its deletion.
+func TestCheck_PodHistory(t *testing.T) {
+	const (
+		crash = "pod crash restarted after a back-off (CrashLoopBackOff), then was deleted"
+		ghost = "pod ghost's image pull failed (ErrImagePull, then ImagePullBackOff), then it was deleted"
+	)
+	type event struct{ typ, reason, message string }
+	backOff := event{corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container crash in pod crash_default(u)"}
+	pullFailed := event{corev1.EventTypeWarning, "Failed", "Error: ErrImagePull"}
+	pullBackOff := event{corev1.EventTypeWarning, "Failed", "Error: ImagePullBackOff"}
+	tests := []struct {
+		name    string
+		pod     string // "" for none
+		events  []event
+		deleted bool
+		check   string
+		ok      bool
+		hint    string // in the hint when it fails
+	}{
+		{"crash never created", "", nil, false, crash, false, "`podlab run crash"},
+		{"crash backed off and deleted", "crash", []event{backOff}, true, crash, true, ""},
+		{"crash backed off, not deleted", "crash", []event{backOff}, false, crash, false, "still there: `podlab delete pod crash`"},
+		{"crash deleted without a back-off", "crash", nil, true, crash, false, "no BackOff event"},
+		{"crash's back-off was a pull's", "crash", []event{{corev1.EventTypeNormal, "BackOff", `Back-off pulling image "x"`}}, true, crash, false, "no BackOff event"},
+		{"ghost never created", "", nil, false, ghost, false, "`podlab run ghost"},
+		{"ghost failed to pull, backed off, deleted", "ghost", []event{pullFailed, pullBackOff}, true, ghost, true, ""},
+		{"ghost never backed off", "ghost", []event{pullFailed}, true, ghost, false, `"Error: ImagePullBackOff"`},
+		{"ghost not deleted", "ghost", []event{pullFailed, pullBackOff}, false, ghost, false, "still there: `podlab delete pod ghost`"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := t.TempDir()
+			if _, err := apiserver.Init(context.Background(), state); err != nil {
+				t.Fatal(err)
+			}
+			if tt.pod != "" {
+				withAdmin(t, state, func(ctx context.Context, c apiserver.Interface) error {
+					o, err := c.Create(ctx, &corev1.Pod{
+						ObjectMeta: metav1.ObjectMeta{Name: tt.pod, Namespace: "default"},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: tt.pod, Image: "hello"}}},
+					})
+					if err != nil {
+						return err
+					}
+					rec := apiserver.NewRecorder(c, "kubelet", "node-1")
+					for _, e := range tt.events {
+						if err := rec.Event(ctx, o, e.typ, e.reason, e.message); err != nil {
+							return err
+						}
+					}
+					if tt.deleted {
+						_, err = c.Delete(ctx, "pods", "default", tt.pod, apiserver.DeleteOptions{})
+					}
+					return err
+				})
+			}
+			got := results(t, 10, lesson.Env{StateDir: state})
+			wantResults(t, got, map[string]bool{tt.check: tt.ok})
+			if h := got[tt.check].Hint; !tt.ok && !strings.Contains(h, tt.hint) {
+				t.Errorf("hint %q does not contain %q", h, tt.hint)
+			}
+		})
+	}
+}
