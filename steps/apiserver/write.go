@@ -96,7 +96,8 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 	// metadata.resourceVersion, or use apply). "0" means none. The answer
 	// is a 500 without a reason, as kube-apiserver's etcd3 store gives it.
 	if rv, err := parseRV(obj.GetResourceVersion()); err == nil && rv != 0 {
-		return store.KV{}, c.phase(PhaseStorage, "etcd (bbolt)", nil, errResourceVersionSetOnCreate())
+		hint := fmt.Sprintf("metadata.resourceVersion is %q, a revision of an object that does not exist (yet, or any more): remove it from the manifest to create the object anew", obj.GetResourceVersion())
+		return store.KV{}, c.phase(PhaseStorage, "etcd (bbolt)", []string{hint}, errResourceVersionSetOnCreate())
 	}
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.now()))
