@@ -83,6 +83,41 @@ func TestCreate_FakedSucceededStillCountsInQuota(t *testing.T) {
 	if after := revision(t, s); after != before {
 		t.Errorf("the store moved from revision %d to %d", before, after)
 	}
+	// nor can a developer mark the pod finished afterwards: pods/status is
+	// the kubelet's
+	done := mustGetPod(t, admin, "first")
+	done.Status.Phase = corev1.PodSucceeded
+	if _, err := as(t, s, "developer").UpdateStatus(ctx(t), done); !apierrors.IsForbidden(err) {
+		t.Errorf("developer's UpdateStatus = %v, want 403 Forbidden", err)
+	}
+}
+
+func mustGetPod(t *testing.T, c *Client, name string) *corev1.Pod {
+	t.Helper()
+	o, err := c.Get(ctx(t), "pods", "default", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.(*corev1.Pod)
+}
+
+// A pod created with scheduling gates says why it is not scheduled, as
+// kube-apiserver's strategy sets it.
+func TestCreate_SchedulingGatedCondition(t *testing.T) {
+	s, _ := testServer(t)
+	admin := as(t, s, "admin")
+	gated := testPod("gated")
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/quota-check"}}
+	mustCreate(t, admin, gated)
+	p := mustGetPod(t, admin, "gated")
+	if len(p.Status.Conditions) != 1 {
+		t.Fatalf("conditions = %+v, want PodScheduled=False", p.Status.Conditions)
+	}
+	c := p.Status.Conditions[0]
+	if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != "SchedulingGated" ||
+		c.Message != "Scheduling is blocked due to non-empty scheduling gates" || c.LastTransitionTime.IsZero() {
+		t.Errorf("condition = %+v, want PodScheduled False SchedulingGated with kube-apiserver's message and a time", c)
+	}
 }
 
 func TestCreate_OtherKindsLoseTheirStatus(t *testing.T) {

@@ -104,6 +104,10 @@ func TestCreate_RefusesInvalidFields(t *testing.T) {
 		{"ephemeral containers on create", podWith(func(p *corev1.Pod) {
 			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox:1.36"}}}
 		}), "spec.ephemeralContainers: Forbidden: cannot be set on create"},
+		{"nodeName with scheduling gates", podWith(func(p *corev1.Pod) {
+			p.Spec.NodeName = "node-1"
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+		}), "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"},
 		{"AppArmor annotation for no container", podWith(func(p *corev1.Pod) {
 			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/db": "runtime/default"}
 		}), `metadata.annotations[container.apparmor.security.beta.kubernetes.io/db]: Invalid value: "db": container not found`},

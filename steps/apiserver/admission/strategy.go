@@ -2,10 +2,12 @@ package admission
 
 import (
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -23,16 +25,29 @@ import (
 //
 // Pods, Deployments, ReplicaSets, Namespaces and ResourceQuotas lose their
 // status; a Node keeps it (the kubelet registers its node with the capacity
-// it found); the other kinds have no status. It returns a note when it
-// dropped something.
-func PrepareForCreate(obj runtime.Object) []string {
+// it found); the other kinds have no status. A pod with scheduling gates
+// gets the condition PodScheduled=False, reason SchedulingGated, set at
+// now: the scheduler leaves it alone until its gates are removed. It
+// returns a note for each thing it did.
+func PrepareForCreate(obj runtime.Object, now time.Time) []string {
 	switch o := obj.(type) {
 	case *corev1.Pod:
+		var notes []string
 		if isSet(&o.Status) {
-			note := fmt.Sprintf("dropped the status the client sent (phase %q): a new pod's status is the API server's, then the kubelet's (pod strategy PrepareForCreate)", o.Status.Phase)
+			notes = append(notes, fmt.Sprintf("dropped the status the client sent (phase %q): a new pod's status is the API server's, then the kubelet's (pod strategy PrepareForCreate)", o.Status.Phase))
 			o.Status = corev1.PodStatus{}
-			return []string{note}
 		}
+		if len(o.Spec.SchedulingGates) > 0 {
+			o.Status.Conditions = append(o.Status.Conditions, corev1.PodCondition{
+				Type:               corev1.PodScheduled,
+				Status:             corev1.ConditionFalse,
+				Reason:             corev1.PodReasonSchedulingGated,
+				Message:            "Scheduling is blocked due to non-empty scheduling gates",
+				LastTransitionTime: metav1.NewTime(now),
+			})
+			notes = append(notes, fmt.Sprintf("set condition PodScheduled=False (%s): the pod has %d scheduling gate(s)", corev1.PodReasonSchedulingGated, len(o.Spec.SchedulingGates)))
+		}
+		return notes
 	case *appsv1.Deployment:
 		if isSet(&o.Status) {
 			o.Status = appsv1.DeploymentStatus{}

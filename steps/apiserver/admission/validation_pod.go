@@ -29,11 +29,15 @@ func validatePod(p *corev1.Pod) field.ErrorList {
 
 // validatePodCreate is ValidatePodCreate's addition to validatePod:
 // ephemeral containers (the ones `kubectl debug` adds to a running pod) come
-// only through their own subresource, never with the pod.
+// only through their own subresource, never with the pod, and a pod still
+// gated from scheduling cannot name its node.
 func validatePodCreate(p *corev1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	if len(p.Spec.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "ephemeralContainers"), "cannot be set on create"))
+	}
+	if p.Spec.NodeName != "" && len(p.Spec.SchedulingGates) != 0 {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "nodeName"), "cannot be set until all schedulingGates have been cleared"))
 	}
 	return errs
 }
