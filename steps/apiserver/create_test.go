@@ -297,3 +297,31 @@ func TestCreate_ResourceVersionRefused(t *testing.T) {
 		t.Errorf("create with resourceVersion 0 = %v, want it accepted", err)
 	}
 }
+
+// The QoS class is set once: a status write may leave it out (it is kept)
+// but not change it.
+func TestUpdateStatus_QOSClassIsImmutable(t *testing.T) {
+	s, _ := testServer(t)
+	admin := as(t, s, "admin")
+	mustCreate(t, admin, testPod("web"))
+	p := mustGetPod(t, admin, "web")
+	p.Status.QOSClass = ""
+	p.Status.Phase = corev1.PodRunning
+	out, err := admin.UpdateStatus(ctx(t), p)
+	if err != nil {
+		t.Fatalf("UpdateStatus without qosClass: %v", err)
+	}
+	if q := out.(*corev1.Pod).Status.QOSClass; q != corev1.PodQOSBestEffort {
+		t.Errorf("qosClass = %q after a status write that left it out, want BestEffort kept", q)
+	}
+	p = out.(*corev1.Pod)
+	p.Status.QOSClass = corev1.PodQOSGuaranteed
+	before := revision(t, s)
+	_, err = admin.UpdateStatus(ctx(t), p)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `status.qosClass: Invalid value: "Guaranteed": field is immutable`) {
+		t.Errorf("UpdateStatus changing qosClass = %v, want 422 status.qosClass immutable", err)
+	}
+	if after := revision(t, s); after != before {
+		t.Errorf("the store moved from revision %d to %d", before, after)
+	}
+}

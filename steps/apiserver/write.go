@@ -278,6 +278,11 @@ func merge(res Resource, old, in Object, status bool) (Object, error) {
 		return nil, fmt.Errorf("decoding the updated %s: %w", res.Kind, err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.GroupVersion().WithKind(res.Kind))
+	if p, ok := obj.(*corev1.Pod); ok && status && p.Status.QOSClass == "" {
+		// the QoS class is set once, on create: a status writer that
+		// leaves it out keeps it (kube's podStatusStrategy backfills it)
+		p.Status.QOSClass = old.(*corev1.Pod).Status.QOSClass
+	}
 	obj.SetNamespace(old.GetNamespace())
 	obj.SetUID(old.GetUID())
 	obj.SetCreationTimestamp(old.GetCreationTimestamp())

@@ -351,6 +351,8 @@ const podUpdateForbidden = "pod updates may not change fields other than `spec.c
 // kube-apiserver takes through the pods/binding subresource instead.
 func validatePodUpdate(n, o *corev1.Pod) field.ErrorList {
 	errs := validatePodAnnotationUpdates(n, o)
+	// the QoS class is computed once, on create (ValidatePodStatusUpdate)
+	errs = append(errs, apivalidation.ValidateImmutableField(n.Status.QOSClass, o.Status.QOSClass, field.NewPath("status", "qosClass"))...)
 	specPath := field.NewPath("spec")
 	if len(n.Spec.Containers) != len(o.Spec.Containers) {
 		return append(errs, field.Forbidden(specPath.Child("containers"), "pod updates may not add or remove containers"))
