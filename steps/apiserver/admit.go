@@ -33,6 +33,13 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 			return nil, err
 		}
 	}
+	// The registry strategy's PrepareForCreate: kube-apiserver runs it after
+	// the mutating plugins; podlab runs it before its defaults, which set
+	// the first status (Pending, the QoS class) where the strategy does,
+	// and LimitRanger computes the QoS class again when it adds resources.
+	if notes := admission.PrepareForCreate(obj, c.s.now()); len(notes) > 0 {
+		c.phase(PhaseMutatingAdmission, "PrepareForCreate", notes, nil)
+	}
 	if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,12 @@ type Object interface {
 // IsUnauthorized, IsInvalid, IsAlreadyExists, IsResourceExpired).
 type Interface interface {
 	// Create stores a new object and returns it as stored: with uid,
-	// creationTimestamp, generation, resourceVersion and every default.
+	// creationTimestamp, generation 1, resourceVersion and every default.
+	// The status obj carries is dropped (a pod starts Pending, with its QoS
+	// class computed; a Node keeps the status it registers with); write it
+	// afterwards with UpdateStatus. obj's resourceVersion must be empty or
+	// "0": a create naming a revision is refused, as kube-apiserver refuses
+	// it (500, "resourceVersion should not be set on objects to be created").
 	Create(ctx context.Context, obj Object) (Object, error)
 	// Get reads one object.
 	Get(ctx context.Context, resource, namespace, name string) (Object, error)
@@ -37,7 +42,8 @@ type Interface interface {
 	List(ctx context.Context, resource, namespace string, opts ListOptions) (*List, error)
 	// Update replaces an object's spec and metadata. obj's resourceVersion
 	// must be the stored one, or the update is a conflict. Status changes
-	// are ignored for resources with a status subresource.
+	// are ignored for every resource with a status subresource (pods,
+	// nodes, namespaces, resourcequotas, deployments, replicasets).
 	Update(ctx context.Context, obj Object) (Object, error)
 	// UpdateStatus replaces only the status (the status subresource), with
 	// the same resourceVersion check.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -89,6 +90,15 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 	if err != nil {
 		return store.KV{}, err
 	}
+	// kube-apiserver's storage refuses a create that names a revision: the
+	// object does not exist, so there is no revision to be at (a manifest
+	// saved with `get -o yaml` carries the old one: remove
+	// metadata.resourceVersion, or use apply). "0" means none. The answer
+	// is a 500 without a reason, as kube-apiserver's etcd3 store gives it.
+	if rv, err := parseRV(obj.GetResourceVersion()); err == nil && rv != 0 {
+		hint := fmt.Sprintf("metadata.resourceVersion is %q, a revision of an object that does not exist (yet, or any more): remove it from the manifest to create the object anew", obj.GetResourceVersion())
+		return store.KV{}, c.phase(PhaseStorage, "etcd (bbolt)", []string{hint}, errResourceVersionSetOnCreate())
+	}
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.now()))
 	obj.SetGeneration(1)
@@ -119,6 +129,19 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes of protobuf)", key, kv.ModRevision, len(data))})
 	}
 	return kv, nil
+}
+
+// errResourceVersionSetOnCreate is kube-apiserver's answer to a create with
+// metadata.resourceVersion set: storage.ErrResourceVersionSetOnCreate, an
+// error without a status of its own, which its handler sends as a 500 with
+// reason Unknown.
+func errResourceVersionSetOnCreate() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusInternalServerError,
+		Reason:  metav1.StatusReasonUnknown,
+		Message: "resourceVersion should not be set on objects to be created",
+	}}
 }
 
 // generateName appends 5 random characters to prefix, from the alphabet
@@ -202,6 +225,12 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 			if err := c.escalation(tx, u, obj); err != nil {
 				return err
 			}
+			if ns, ok := obj.(*corev1.Namespace); ok {
+				notes, err := c.s.psa.AdmitNamespaceUpdate(ns, old.(*corev1.Namespace))
+				if err := c.phase(PhaseValidatingAdmission, "PodSecurity", notes, err); err != nil {
+					return err
+				}
+			}
 		}
 		kv, err := put(tx, res, obj)
 		if err != nil {
@@ -249,6 +278,11 @@ func merge(res Resource, old, in Object, status bool) (Object, error) {
 		return nil, fmt.Errorf("decoding the updated %s: %w", res.Kind, err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.GroupVersion().WithKind(res.Kind))
+	if p, ok := obj.(*corev1.Pod); ok && status && p.Status.QOSClass == "" {
+		// the QoS class is set once, on create: a status writer that
+		// leaves it out keeps it (kube's podStatusStrategy backfills it)
+		p.Status.QOSClass = old.(*corev1.Pod).Status.QOSClass
+	}
 	obj.SetNamespace(old.GetNamespace())
 	obj.SetUID(old.GetUID())
 	obj.SetCreationTimestamp(old.GetCreationTimestamp())
@@ -526,10 +560,9 @@ func (s *Server) finishNamespace(tx *store.Tx, c *Client, name string) error {
 
 func secondsDuration(s int64) time.Duration { return time.Duration(s) * time.Second }
 
-// validateUpdate validates the new object, then what changed from the old.
+// validateUpdate validates the new object's fields and what changed from
+// the old, in one list as kube-apiserver reports them. (Validate would add
+// the rules that hold only on create, such as no ephemeral containers.)
 func validateUpdate(obj, old Object) error {
-	if err := admission.Validate(obj); err != nil {
-		return err
-	}
 	return admission.ValidateUpdate(obj, old)
 }

@@ -22,9 +22,17 @@
 //     folded into DefaultPod, and its notes say which plugin did what), and
 //     LimitRanger fills resources from the namespace's LimitRanges
 //     (LimitRangerMutate).
+//     Then the registry strategy prepares the object (PrepareForCreate): a
+//     new object's status is the API server's, not the client's, so
+//     whatever status a client sent is dropped (a pod is Pending, its QoS
+//     class computed). podlab runs it before the defaults, which then set
+//     that first status.
 //  5. Validation of the object's fields: names, enums, requests <= limits,
-//     a Deployment's selector matching its template (Validate, and
-//     ValidateUpdate for an update, which also knows what is immutable).
+//     a Deployment's selector matching its template, paths that stay
+//     inside their volume (subPath) or never climb (hostPath), ids in
+//     range, seccomp and AppArmor profiles, sysctl names (Validate, and
+//     ValidateUpdate for an update, which also knows what is immutable,
+//     such as a pod's AppArmor annotations).
 //  6. Validating admission: plugins that may only say yes or no.
 //     LimitRanger's min/max checks (LimitRangerValidate),
 //     ResourceQuota (would this pod exceed the namespace's quota?) and
@@ -37,7 +45,7 @@
 //
 // A pod create therefore runs:
 //
-//	NamespaceLifecycle -> DefaultPod -> LimitRangerMutate -> Validate ->
+//	NamespaceLifecycle -> PrepareForCreate -> DefaultPod -> LimitRangerMutate -> Validate ->
 //	LimitRangerValidate -> ResourceQuota -> (*PodSecurityAdmission).Admit
 //
 // Each function returns notes, one human sentence per decision or change

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -131,6 +132,21 @@ func (a *PodSecurityAdmission) AdmitTemplate(ns *corev1.Namespace, tpl *corev1.P
 func (a *PodSecurityAdmission) AdmitNamespace(ns *corev1.Namespace) ([]string, error) {
 	pol, errs := api.PolicyToEvaluate(ns.Labels, defaultPolicy)
 	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(namespaceKind, ns.Name, errs)
+	}
+	return []string{fmt.Sprintf("PodSecurity: namespace enforces %q, warns %q", pol.Enforce.String(), pol.Warn.String())}, nil
+}
+
+// AdmitNamespaceUpdate is PodSecurity's check on a namespace update. As on
+// create, the pod-security.kubernetes.io labels must be valid, but only when
+// the update changes what is wrong with them: a namespace stored with an
+// invalid label before the check existed can still get other updates, not
+// a new invalid value. kube-apiserver's plugin also dry-runs the namespace's
+// pods against a stricter new enforce level, to warn; podlab does not.
+func (a *PodSecurityAdmission) AdmitNamespaceUpdate(ns, old *corev1.Namespace) ([]string, error) {
+	pol, errs := api.PolicyToEvaluate(ns.Labels, defaultPolicy)
+	_, oldErrs := api.PolicyToEvaluate(old.Labels, defaultPolicy)
+	if len(errs) > 0 && (len(oldErrs) == 0 || !reflect.DeepEqual(errs, oldErrs)) {
 		return nil, apierrors.NewInvalid(namespaceKind, ns.Name, errs)
 	}
 	return []string{fmt.Sprintf("PodSecurity: namespace enforces %q, warns %q", pol.Enforce.String(), pol.Warn.String())}, nil

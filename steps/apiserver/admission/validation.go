@@ -96,7 +96,8 @@ func validateCreate(obj runtime.Object) (schema.GroupKind, *metav1.ObjectMeta, f
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		errs := validateMeta(&o.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
-		return podKind, &o.ObjectMeta, append(errs, validatePod(o)...), nil
+		errs = append(errs, validatePod(o)...)
+		return podKind, &o.ObjectMeta, append(errs, validatePodCreate(o)...), nil
 	case *corev1.Node:
 		errs := validateMeta(&o.ObjectMeta, false, apivalidation.NameIsDNSSubdomain)
 		return nodeKind, &o.ObjectMeta, append(errs, validateNode(o)...), nil

@@ -21,9 +21,25 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// validatePod checks a pod's spec (its metadata is checked by the caller).
+// validatePod checks a pod's spec and its pod-specific annotations (the
+// rest of its metadata is checked by the caller).
 func validatePod(p *corev1.Pod) field.ErrorList {
-	return validatePodSpec(&p.Spec, field.NewPath("spec"), false)
+	return append(validatePodAnnotations(p), validatePodSpec(&p.Spec, field.NewPath("spec"), false)...)
+}
+
+// validatePodCreate is ValidatePodCreate's addition to validatePod:
+// ephemeral containers (the ones `kubectl debug` adds to a running pod) come
+// only through their own subresource, never with the pod, and a pod still
+// gated from scheduling cannot name its node.
+func validatePodCreate(p *corev1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	if len(p.Spec.EphemeralContainers) > 0 {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "ephemeralContainers"), "cannot be set on create"))
+	}
+	if p.Spec.NodeName != "" && len(p.Spec.SchedulingGates) != 0 {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "nodeName"), "cannot be set until all schedulingGates have been cleared"))
+	}
+	return errs
 }
 
 // validatePodSpec is ValidatePodSpec: the containers, the volumes they
@@ -34,6 +50,7 @@ func validatePodSpec(spec *corev1.PodSpec, specPath *field.Path, template bool) 
 	volumes, verrs := validateVolumes(spec.Volumes, specPath.Child("volumes"))
 	errs = append(errs, verrs...)
 	errs = append(errs, validateContainers(spec, specPath, volumes, template)...)
+	errs = append(errs, validatePodSecurityContext(spec.SecurityContext, specPath.Child("securityContext"))...)
 
 	switch spec.RestartPolicy {
 	case corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
@@ -95,8 +112,12 @@ func validateVolumes(volumes []corev1.Volume, fldPath *field.Path) (map[string]b
 		case len(sources) > 1:
 			errs = append(errs, field.Forbidden(idx.Child(sources[1]), "may not specify more than 1 volume type"))
 		}
-		if v.HostPath != nil && v.HostPath.Path == "" {
-			errs = append(errs, field.Required(idx.Child("hostPath", "path"), ""))
+		if v.HostPath != nil {
+			if v.HostPath.Path == "" {
+				errs = append(errs, field.Required(idx.Child("hostPath", "path"), ""))
+			} else {
+				errs = append(errs, validatePathNoBacksteps(v.HostPath.Path, idx.Child("hostPath", "path"))...)
+			}
 		}
 	}
 	return names, errs
@@ -121,17 +142,19 @@ func validateContainers(spec *corev1.PodSpec, specPath *field.Path, volumes map[
 	if len(spec.Containers) == 0 {
 		errs = append(errs, field.Required(ctrPath, ""))
 	}
+	// hostUsers is true unless the pod asked for a user namespace
+	hostUsers := spec.HostUsers == nil || *spec.HostUsers
 	for i := range spec.Containers {
-		errs = append(errs, validateContainer(&spec.Containers[i], ctrPath.Index(i), names, volumes, spec.HostNetwork, template)...)
+		errs = append(errs, validateContainer(&spec.Containers[i], ctrPath.Index(i), names, volumes, spec.HostNetwork, hostUsers, template)...)
 	}
 	initPath := specPath.Child("initContainers")
 	for i := range spec.InitContainers {
-		errs = append(errs, validateContainer(&spec.InitContainers[i], initPath.Index(i), names, volumes, spec.HostNetwork, template)...)
+		errs = append(errs, validateContainer(&spec.InitContainers[i], initPath.Index(i), names, volumes, spec.HostNetwork, hostUsers, template)...)
 	}
 	return errs
 }
 
-func validateContainer(c *corev1.Container, p *field.Path, names, volumes map[string]bool, hostNetwork, template bool) field.ErrorList {
+func validateContainer(c *corev1.Container, p *field.Path, names, volumes map[string]bool, hostNetwork, hostUsers, template bool) field.ErrorList {
 	var errs field.ErrorList
 	switch {
 	case c.Name == "":
@@ -191,8 +214,10 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes map[st
 			errs = append(errs, field.Invalid(idx.Child("mountPath"), m.MountPath, "must be unique"))
 		}
 		mountPaths[m.MountPath] = true
+		errs = append(errs, validateSubPaths(m, p.Child("volumeMounts"), idx)...)
 	}
 	errs = append(errs, validateResourceRequirements(c.Resources, p.Child("resources"))...)
+	errs = append(errs, validateSecurityContext(c.SecurityContext, p.Child("securityContext"), hostUsers)...)
 	return errs
 }
 
@@ -325,7 +350,9 @@ const podUpdateForbidden = "pod updates may not change fields other than `spec.c
 // go from empty to a node: that is the scheduler's binding, which
 // kube-apiserver takes through the pods/binding subresource instead.
 func validatePodUpdate(n, o *corev1.Pod) field.ErrorList {
-	var errs field.ErrorList
+	errs := validatePodAnnotationUpdates(n, o)
+	// the QoS class is computed once, on create (ValidatePodStatusUpdate)
+	errs = append(errs, apivalidation.ValidateImmutableField(n.Status.QOSClass, o.Status.QOSClass, field.NewPath("status", "qosClass"))...)
 	specPath := field.NewPath("spec")
 	if len(n.Spec.Containers) != len(o.Spec.Containers) {
 		return append(errs, field.Forbidden(specPath.Child("containers"), "pod updates may not add or remove containers"))
@@ -510,6 +537,9 @@ func validateSelectorAndTemplate(sel *metav1.LabelSelector, tpl *corev1.PodTempl
 	errs = append(errs, validatePodSpec(&tpl.Spec, tplSpecPath, true)...)
 	if tpl.Spec.RestartPolicy != "" && tpl.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(tplSpecPath.Child("restartPolicy"), tpl.Spec.RestartPolicy, []corev1.RestartPolicy{corev1.RestartPolicyAlways}))
+	}
+	if len(tpl.Spec.EphemeralContainers) > 0 {
+		errs = append(errs, field.Forbidden(tplSpecPath.Child("ephemeralContainers"), "ephemeral containers not allowed in pod template"))
 	}
 	if tpl.Spec.ActiveDeadlineSeconds != nil {
 		errs = append(errs, field.Forbidden(tplSpecPath.Child("activeDeadlineSeconds"), "activeDeadlineSeconds in ReplicaSet is not Supported"))
