@@ -89,6 +89,16 @@ type Options struct {
 
 	// Pids limits the number of processes and threads; 0 is no limit.
 	Pids int64
+
+	// Seccomp is the seccomp profile type, as a PodSpec's
+	// securityContext.seccompProfile.type: "" or Unconfined (no filter, what
+	// Kubernetes does by default), RuntimeDefault (containerd's default
+	// profile) or Localhost (the profile in the file SeccompProfile).
+	Seccomp string
+
+	// SeccompProfile is the file of a Localhost profile: an OCI
+	// LinuxSeccomp in JSON.
+	SeccompProfile string
 }
 
 // Generate builds the runtime spec for the image config cfg and the bundle at
@@ -131,6 +141,7 @@ func Generate(ctx context.Context, cfg *v1.ConfigFile, bundleDir string, opts Op
 		WithCPULimit(opts.CPU),
 		WithMemoryLimit(opts.Memory),
 		WithPidsLimit(opts.Pids),
+		WithSeccomp(opts.Seccomp, opts.SeccompProfile), // after the capabilities: the default profile depends on them
 	)
 	if err != nil {
 		return nil, fmt.Errorf("generating spec for container %s: %w", id, err)
