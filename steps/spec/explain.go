@@ -453,7 +453,7 @@ var notableSyscalls = []struct{ name, meaning string }{
 	{"setns", "join another process's namespaces"},
 	{"keyctl", "use the kernel keyring, which is not namespaced: other containers' keys"},
 	{"add_key", "add keys to the kernel keyring"},
-	{"ptrace", "trace and rewrite other processes (allowed by containerd's profile on kernels 4.8+)"},
+	{"ptrace", "trace processes it can see (containerd allows it on kernel 4.8+, where it cannot undo seccomp)"},
 	{"bpf", "load BPF programs into the kernel"},
 	{"perf_event_open", "performance counters: a classic source of kernel exploits and leaks"},
 	{"kexec_load", "load a new kernel to boot into"},
@@ -485,7 +485,7 @@ func (e *explainer) seccomp(s *specs.Spec) {
 		if f.DefaultErrnoRet != nil {
 			errno = *f.DefaultErrnoRet
 		}
-		def += fmt.Sprintf(" (fail with errno %d%s)", errno, errnoName(errno))
+		def += fmt.Sprintf(" (the call fails with %s)", errnoName(errno))
 	}
 	e.line("  runc loads it with seccomp(2) just before execve; /proc/PID/status will show")
 	e.line("  \"Seccomp: 2\" (filter mode), and no process in the container can remove it.")
@@ -512,20 +512,20 @@ func (e *explainer) seccomp(s *specs.Spec) {
 		action, conditional, errno := seccompVerdict(f, sc.name)
 		switch {
 		case action == specs.ActAllow && conditional:
-			open = append(open, fmt.Sprintf("    %-18s allowed only for some arguments", sc.name))
+			open = append(open, fmt.Sprintf("    %-17s only for some arguments: %s", sc.name, sc.meaning))
 		case action == specs.ActAllow:
-			open = append(open, fmt.Sprintf("    %-18s allowed", sc.name))
+			open = append(open, fmt.Sprintf("    %-17s %s", sc.name, sc.meaning))
 		case action == specs.ActErrno:
 			if errno == 0 {
 				errno = 1
 			}
-			blocked = append(blocked, fmt.Sprintf("    %-18s errno %d%s: %s", sc.name, errno, errnoName(errno), sc.meaning))
+			blocked = append(blocked, fmt.Sprintf("    %-17s %-6s %s", sc.name, errnoName(errno), sc.meaning))
 		default:
-			blocked = append(blocked, fmt.Sprintf("    %-18s %s: %s", sc.name, action, sc.meaning))
+			blocked = append(blocked, fmt.Sprintf("    %-17s %s: %s", sc.name, action, sc.meaning))
 		}
 	}
 	if len(blocked) > 0 {
-		e.line("  NOT allowed (among others):")
+		e.line("  NOT allowed (among others), and the error the app gets instead:")
 		for _, l := range blocked {
 			e.line("%s", l)
 		}
@@ -543,9 +543,9 @@ func (e *explainer) seccomp(s *specs.Spec) {
 func errnoName(n uint) string {
 	switch n {
 	case 1:
-		return " EPERM"
+		return "EPERM"
 	case 38:
-		return " ENOSYS"
+		return "ENOSYS"
 	}
-	return ""
+	return fmt.Sprintf("errno %d", n)
 }
