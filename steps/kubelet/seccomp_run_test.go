@@ -90,6 +90,24 @@ func TestKubelet_Seccomp(t *testing.T) {
 	}
 }
 
+// With the kubelet's --seccomp-default, a pod that sets no profile gets the
+// runtime's default one.
+func TestKubelet_SeccompDefault(t *testing.T) {
+	c := newCluster(t, func(cfg *kubelet.Config) { cfg.SeccompDefault = true })
+	p := seccompPod(t, "seccomp-default", buildSeccompProbe(t), nil, nil)
+	c.create(t, p)
+	got := c.syncUntil(t, p.Name, 30*time.Second, "finished", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	var out bytes.Buffer
+	if _, err := kubelet.Logs(context.Background(), c.dir, got, &out, kubelet.LogsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Seccomp=2\n") || !strings.Contains(out.String(), "keyctl=EPERM\n") {
+		t.Errorf("the probe said:\n%s\nwant Seccomp=2 and keyctl=EPERM", out.String())
+	}
+}
+
 // A Localhost profile that is not on the node: the runtime cannot load it,
 // and the container waits in CreateContainerError with the kubelet's Failed
 // event, as with containerd.

@@ -11,6 +11,11 @@
 // (github.com/containerd/containerd/v2/pkg/oci), built from a flat list of
 // small option functions, each of which can be read and tested alone.
 //
+// The seccomp filter is what securityContext.seccompProfile asks for
+// (Options.Seccomp, or the WithSeccomp* options): containerd's default
+// profile for RuntimeDefault, a profile file for Localhost, none for
+// Unconfined and by default, as in Kubernetes.
+//
 // Everything an image could use to attack the host through its config is
 // refused here, before any container exists: a working directory in /proc
 // (CVE-2024-21626), ids out of range, users and groups the image does not
