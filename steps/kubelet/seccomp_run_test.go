@@ -134,6 +134,30 @@ func TestKubelet_Seccomp_MissingLocalhostProfile(t *testing.T) {
 	}
 }
 
+// A localhostProfile that leaves the node's seccomp directory is refused by
+// the kubelet itself, whatever the API server let through: the container
+// waits in CreateContainerConfigError, and no profile is read.
+func TestKubelet_Seccomp_EscapingLocalhostProfile(t *testing.T) {
+	c := newCluster(t)
+	ok := "profiles/ok.json"
+	p := helloPod(t, "seccomp-escape", "--once")
+	p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{
+		Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &ok}}
+	p = c.create(t, p)
+	escape := "../../../../etc/passwd" // what the kubelet is handed, past any validation
+	p.Spec.SecurityContext.SeccompProfile.LocalhostProfile = &escape
+	err := specAfterUnpack(t, c, p)
+	wantErr(t, err, kubelet.ErrSeccompProfile)
+	got := c.get(t, p.Name)
+	if len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].State.Waiting == nil ||
+		got.Status.ContainerStatuses[0].State.Waiting.Reason != kubelet.ReasonCreateConfigError {
+		t.Fatalf("status:\n%s\nwant waiting %s", statusText(got), kubelet.ReasonCreateConfigError)
+	}
+	if want := "Warning Failed: Error: container web: invalid seccomp profile: localhostProfile \"" + escape + "\" must not contain '..'"; !hasEvent(c.events(t, got), want) {
+		t.Errorf("events %q, want one starting %q", c.events(t, got), want)
+	}
+}
+
 // buildSeccompProbe builds testdata/seccompprobe, static, into a directory
 // any uid may read, to be mounted into the pods by a hostPath volume.
 func buildSeccompProbe(t *testing.T) string {
