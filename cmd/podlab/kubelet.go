@@ -66,6 +66,14 @@ pull is ErrImagePull, then ImagePullBackOff (10s, doubling to 5 minutes);
 an exit is restarted as restartPolicy says, with CrashLoopBackOff in between
 (10s doubling to 5 minutes); a pod ends Succeeded or Failed.
 
+SECCOMP. securityContext.seccompProfile (the container's, else the pod's)
+picks the container's system call filter: RuntimeDefault is containerd's
+default profile (mount, unshare, keyctl, bpf... fail with EPERM), Localhost
+the profile file localhostProfile names under <state-dir>/nodes/NAME/seccomp/
+(a real kubelet's /var/lib/kubelet/seccomp), Unconfined none. With neither
+set, a container runs unconfined, as in Kubernetes, unless --seccomp-default
+makes RuntimeDefault the default (the kubelet's flag of the same name).
+
 DELETION. A pod with a deletionTimestamp is stopped (SIGTERM, the grace
 period, SIGKILL; event Killing), its containers, bundles, cgroups and
 namespace mounts removed, then it is deleted with a grace period of 0.
@@ -105,6 +113,7 @@ Examples:
 		},
 		&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP and unverified TLS to registries"},
 		&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH"},
+		&cli.BoolFlag{Name: "seccomp-default", Usage: "give containers that set no seccompProfile the runtime's default filter (RuntimeDefault) instead of none"},
 	},
 	Action: func(c *cli.Context) error {
 		k, s, err := openKubelet(c)
@@ -196,8 +205,11 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface) (*kubel
 		Shim:     []string{exe, "runc", "shim"},
 		Mirror:   mirror,
 		Insecure: c.Bool("insecure"),
-		OnStage:  func(r kubelet.Report) { printKubeletReport(w, r) },
-		OnNode:   func(r *kubelet.NodeResult, err error) { printNodeResult(w, r, err) },
+		// Only the kubelet command has the flag; the stage commands
+		// (podlab spec --pod) run with Kubernetes' default.
+		SeccompDefault: c.Bool("seccomp-default"),
+		OnStage:        func(r kubelet.Report) { printKubeletReport(w, r) },
+		OnNode:         func(r *kubelet.NodeResult, err error) { printNodeResult(w, r, err) },
 	}
 	if c.Bool("debug") {
 		cfg.OnCommand = traceTo(w)

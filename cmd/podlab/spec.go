@@ -41,6 +41,11 @@ containerd's own defaults:
   --cpu 500m becomes a CFS quota of 50000µs per 100000µs period
   --memory 128Mi becomes the memory cgroup limit (the OOM killer's line)
   --pids 100 becomes pids.max
+  --seccomp RuntimeDefault becomes linux.seccomp, containerd's default
+    system call filter (a PodSpec's securityContext.seccompProfile);
+    --seccomp Localhost --seccomp-profile FILE loads a profile file;
+    without --seccomp, or with Unconfined, there is no filter (Kubernetes'
+    default too)
 
 Each --command, --args and --env is ONE element, as in a PodSpec list: commas
 are not split. The image's config is read from the content store ("podlab
@@ -66,6 +71,8 @@ Example:
 		&cli.StringFlag{Name: "cpu", Usage: "CPU limit, a Kubernetes `QUANTITY` such as 500m or 1"},
 		&cli.StringFlag{Name: "memory", Usage: "memory limit, a Kubernetes `QUANTITY` such as 128Mi"},
 		&cli.Int64Flag{Name: "pids", Usage: "most processes and threads in the container (0: no limit)"},
+		&cli.StringFlag{Name: "seccomp", Usage: "seccomp profile `TYPE`: RuntimeDefault (containerd's filter), Localhost (with --seccomp-profile) or Unconfined (no filter, the default)"},
+		&cli.StringFlag{Name: "seccomp-profile", Usage: "with --seccomp Localhost: the profile `FILE`, an OCI LinuxSeccomp in JSON"},
 		&cli.StringFlag{Name: "id", Usage: "container `ID` for runc and the cgroup /podlab/ID (default: the bundle directory's name)"},
 		&cli.BoolFlag{Name: "explain", Usage: "explain what each part of the spec makes the kernel do"},
 		podFlag(), namespaceFlag(), containerFlag(),
@@ -90,16 +97,18 @@ Example:
 			return err
 		}
 		s, err := spec.Generate(c.Context, cfg, bundle, spec.Options{
-			ContainerID: c.String("id"),
-			Command:     c.StringSlice("command"),
-			Args:        c.StringSlice("args"),
-			Env:         c.StringSlice("env"),
-			WorkingDir:  c.String("workdir"),
-			User:        c.String("user"),
-			Hostname:    c.String("hostname"),
-			CPU:         c.String("cpu"),
-			Memory:      c.String("memory"),
-			Pids:        c.Int64("pids"),
+			ContainerID:    c.String("id"),
+			Command:        c.StringSlice("command"),
+			Args:           c.StringSlice("args"),
+			Env:            c.StringSlice("env"),
+			WorkingDir:     c.String("workdir"),
+			User:           c.String("user"),
+			Hostname:       c.String("hostname"),
+			CPU:            c.String("cpu"),
+			Memory:         c.String("memory"),
+			Pids:           c.Int64("pids"),
+			Seccomp:        c.String("seccomp"),
+			SeccompProfile: c.String("seccomp-profile"),
 		})
 		if errors.Is(err, spec.ErrNoRootfs) {
 			return fmt.Errorf("%w (run `podlab unpack %s --bundle %s` first)", err, ref, bundle)
@@ -182,6 +191,7 @@ func printSpec(w io.Writer, path, bundle, ref string, s *specs.Spec) {
 			len(c.Bounding), len(c.Inheritable), p.NoNewPrivileges)
 	}
 
+	fmt.Fprintf(w, "  seccomp      %s\n", seccompSummary(s))
 	fmt.Fprintf(w, "\nIn Kubernetes: the kubelet's PodSpec command/args/env/workingDir/resources.limits/\n")
 	fmt.Fprintf(w, "securityContext become this file, via the CRI runtime (containerd writes it to\n")
 	fmt.Fprintf(w, "/run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/config.json).\n")
@@ -203,4 +213,12 @@ func limits(r *specs.LinuxResources) string {
 		return "none (no --cpu, --memory, --pids)"
 	}
 	return strings.Join(out, ", ")
+}
+
+func seccompSummary(s *specs.Spec) string {
+	if s.Linux == nil || s.Linux.Seccomp == nil {
+		return "none: every system call is open (--seccomp RuntimeDefault adds containerd's filter)"
+	}
+	f := s.Linux.Seccomp
+	return fmt.Sprintf("a filter of %d rules, default action %s", len(f.Syscalls), f.DefaultAction)
 }

@@ -35,10 +35,20 @@
 //	nodes/<node>/ipcns/<pod-uid>          its IPC namespace
 //	nodes/<node>/utsns/<pod-uid>          its UTS namespace (hostname = pod name)
 //	nodes/<node>/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/<name>   emptyDir volumes
+//	nodes/<node>/seccomp/                 Localhost seccomp profiles (the kubelet's --seccomp-profile-root)
 //
 // A container's ID names what it runs, as the kubelet's Docker names did:
 // k8s_<container>_<pod>_<namespace>_<pod-uid>_<restartCount>. Its cgroup is
 // /podlab/kubepods/pod<pod-uid>/<container-id>.
+//
+// # Seccomp
+//
+// A container's seccomp filter is chosen as the kubelet chooses it: the
+// container's securityContext.seccompProfile, else the pod's. RuntimeDefault
+// is containerd's default profile; Localhost is the file localhostProfile
+// names under nodes/<node>/seccomp/ (a relative path without ".."); Unconfined
+// is no filter. With neither set a container runs unconfined, as Kubernetes
+// does, unless the kubelet runs with --seccomp-default (Config.SeccompDefault).
 //
 // # Stages
 //

@@ -48,6 +48,13 @@ var (
 	// container that would run as uid 0.
 	ErrRunAsNonRoot = errors.New("container has runAsNonRoot and would run as root")
 
+	// ErrSeccompProfile means a securityContext.seccompProfile the kubelet
+	// refuses: an unknown type, or Localhost without a localhostProfile or
+	// with one that is absolute or leaves the node's seccomp directory
+	// with "..". (A profile file that is missing or invalid is
+	// spec.ErrSeccompProfile, found by the runtime: CreateContainerError.)
+	ErrSeccompProfile = errors.New("invalid seccomp profile")
+
 	// ErrUnsupported means a part of the PodSpec podlab's kubelet does not
 	// implement (an init container, a volume type other than emptyDir and
 	// hostPath, an environment variable source it cannot resolve).

@@ -45,6 +45,11 @@ type Config struct {
 	// Zero means the kubelet's defaults (10s doubling to 300s).
 	ImageBackOff, MaxImageBackOff time.Duration
 	CrashBackOff, MaxCrashBackOff time.Duration
+	// SeccompDefault is the kubelet's --seccomp-default: a container whose
+	// pod and container securityContext set no seccompProfile gets the
+	// runtime's default profile (RuntimeDefault) instead of none
+	// (Unconfined, Kubernetes' default).
+	SeccompDefault bool
 	// Heartbeat is the node status period (10s); Poll how often containers
 	// are looked at (1s); Settle how long SyncOnce watches the containers it
 	// started before it returns (1s).

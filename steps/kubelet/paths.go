@@ -50,6 +50,11 @@ func (l Layout) RuncRoot() string { return filepath.Join(l.Dir, "runc") }
 // ContainersDir holds podlab's per-container files (log, exit code).
 func (l Layout) ContainersDir() string { return filepath.Join(l.Dir, "containers") }
 
+// SeccompDir holds the node's seccomp profiles, as the kubelet's
+// --seccomp-profile-root (/var/lib/kubelet/seccomp): a pod's Localhost
+// profile "profiles/audit.json" is <SeccompDir>/profiles/audit.json.
+func (l Layout) SeccompDir() string { return filepath.Join(l.Dir, "seccomp") }
+
 // PodBundles is the directory of a pod's bundles.
 func (l Layout) PodBundles(uid types.UID) string {
 	return filepath.Join(l.Dir, "bundles", string(uid))

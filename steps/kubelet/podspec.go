@@ -86,12 +86,17 @@ func (k *Kubelet) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.
 	if err != nil {
 		return nil, err
 	}
+	seccomp, err := seccompOption(sc.SeccompProfile, k.layout.SeccompDir(), k.cfg.SeccompDefault)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", c.Name, err)
+	}
 	sb := k.layout.observeSandbox(pod)
 	opt := []oci.SpecOpts{
 		withSandboxNamespaces(pod, sb),
 		withCgroupsPath(CgroupsPath(pod.UID, id)),
 		withCPURequest(c.Resources.Requests),
 		withSecurityContext(sc),
+		seccomp, // after the capabilities: the default profile follows them
 		withPodSecurityContext(pod.Spec.SecurityContext),
 		withMounts(append(hosts, mounts...)),
 		withAnnotations(map[string]string{

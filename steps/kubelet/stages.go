@@ -404,13 +404,24 @@ func (k *Kubelet) SpecStage(ctx context.Context, pod *corev1.Pod, container stri
 		s, err = k.containerSpec(ctx, pod, t.c, t.restart, d.ConfigJSON, t.cs.Bundle, imageID(d))
 	}
 	if err != nil {
-		return res, k.failed(ctx, pod, t, &res.Recording, StageSpec, ReasonCreateConfigError, err, errorEvent(err))
+		return res, k.failed(ctx, pod, t, &res.Recording, StageSpec, specFailureReason(err), err, errorEvent(err))
 	}
 	if res.Path, err = spec.Write(t.cs.Bundle, s); err != nil {
 		return res, k.failed(ctx, pod, t, &res.Recording, StageSpec, ReasonCreateContainerError, err, errorEvent(err))
 	}
 	res.Spec = s
 	return res, k.report(ctx, pod, &res.Recording, map[string]*override{t.c.Name: waiting(ReasonContainerCreating, "")})
+}
+
+// specFailureReason is the waiting reason of a failed spec stage: what the
+// kubelet refuses in the PodSpec is CreateContainerConfigError; what the
+// runtime fails to load for it (a Localhost seccomp profile) is
+// CreateContainerError, as containerd's CreateContainer fails in Kubernetes.
+func specFailureReason(err error) string {
+	if errors.Is(err, spec.ErrSeccompProfile) {
+		return ReasonCreateContainerError
+	}
+	return ReasonCreateConfigError
 }
 
 // CreateStage creates the runtime container: a shim runs runc create on the

@@ -60,4 +60,18 @@ var (
 
 	// ErrNotLinux is returned for an image built for another OS.
 	ErrNotLinux = errors.New("not a linux image")
+
+	// ErrInvalidSeccompType is returned for a seccomp profile type other
+	// than RuntimeDefault, Unconfined and Localhost, for Localhost without
+	// a profile file, and for a profile file with another type.
+	ErrInvalidSeccompType = errors.New("invalid seccomp profile type")
+)
+
+// Errors of the runtime loading what the kubelet asked for.
+var (
+	// ErrSeccompProfile is returned when a Localhost seccomp profile cannot
+	// be loaded: the file is missing or unreadable, is not JSON, or has no
+	// defaultAction. (containerd fails CreateContainer the same way, and
+	// the kubelet reports CreateContainerError.)
+	ErrSeccompProfile = errors.New("cannot load seccomp profile")
 )

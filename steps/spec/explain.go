@@ -12,8 +12,9 @@ import (
 
 // Explain writes, part by part, what s will make runc ask of the kernel:
 // rootfs, process and user, namespace by namespace, limit by limit,
-// capability by capability, and the other guards (noNewPrivileges, masked
-// and read-only paths, rlimits, devices). It returns the first write error.
+// capability by capability, the other guards (noNewPrivileges, masked
+// and read-only paths, rlimits, devices), and the seccomp filter. It returns
+// the first write error.
 func Explain(w io.Writer, s *specs.Spec) error {
 	e := &explainer{w: w}
 	if s == nil {
@@ -26,6 +27,7 @@ func Explain(w io.Writer, s *specs.Spec) error {
 	e.cgroups(s)
 	e.capabilities(s)
 	e.guards(s)
+	e.seccomp(s)
 	return e.err
 }
 
@@ -290,13 +292,6 @@ func (e *explainer) guards(s *specs.Spec) {
 		for _, d := range l.Devices {
 			e.line("  device node %s (%s %d:%d) created in /dev", d.Path, d.Type, d.Major, d.Minor)
 		}
-		if l.Seccomp == nil {
-			e.line("  seccomp: none, every system call the capabilities allow is open (Kubernetes'")
-			e.line("  seccompProfile RuntimeDefault adds the runtime's filter, which blocks calls such as")
-			e.line("  kexec_load, open_by_handle_at and, without CAP_SYS_ADMIN, mount and unshare).")
-		} else {
-			e.line("  seccomp: a filter of %d rules, default action %s.", len(l.Seccomp.Syscalls), l.Seccomp.DefaultAction)
-		}
 	}
 	if s.Process != nil && s.Process.ApparmorProfile != "" {
 		e.line("  AppArmor profile %s.", s.Process.ApparmorProfile)
@@ -446,4 +441,111 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.4g %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// notableSyscalls are system calls a learner should know the runtime's
+// default filter closes (unless CAP_SYS_ADMIN or another capability opens
+// them again), each with what it would let the app do.
+var notableSyscalls = []struct{ name, meaning string }{
+	{"mount", "mount file systems (a new /proc, the host's disk if a device is reachable)"},
+	{"umount2", "unmount what the runtime mounted over host paths"},
+	{"unshare", "make new namespaces, e.g. a user namespace where it is root again (unshare -U)"},
+	{"setns", "join another process's namespaces"},
+	{"keyctl", "use the kernel keyring, which is not namespaced: other containers' keys"},
+	{"add_key", "add keys to the kernel keyring"},
+	{"ptrace", "trace processes it can see (containerd allows it on kernel 4.8+, where it cannot undo seccomp)"},
+	{"bpf", "load BPF programs into the kernel"},
+	{"perf_event_open", "performance counters: a classic source of kernel exploits and leaks"},
+	{"kexec_load", "load a new kernel to boot into"},
+	{"init_module", "load a kernel module"},
+	{"open_by_handle_at", "open host files by handle, around the mount namespace (the 2014 Docker breakout)"},
+	{"reboot", "reboot the host"},
+	{"clock_settime", "set the host's clock"},
+	{"userfaultfd", "pause the kernel on page faults, a tool of race exploits"},
+	{"io_uring_setup", "io_uring, a large kernel attack surface"},
+}
+
+func (e *explainer) seccomp(s *specs.Spec) {
+	e.line("")
+	e.line("Seccomp (a BPF filter on every system call: what the app may ask the kernel at all)")
+	var f *specs.LinuxSeccomp
+	if s.Linux != nil {
+		f = s.Linux.Seccomp
+	}
+	if f == nil {
+		e.line("  none: no filter, every system call the capabilities allow is open; /proc/PID/status")
+		e.line("  will show \"Seccomp: 0\". Kubernetes' default without the kubelet's --seccomp-default;")
+		e.line("  securityContext.seccompProfile type RuntimeDefault adds the runtime's filter, which")
+		e.line("  blocks calls such as mount, unshare, keyctl, bpf and kexec_load.")
+		return
+	}
+	def := string(f.DefaultAction)
+	if f.DefaultAction == specs.ActErrno {
+		errno := uint(1)
+		if f.DefaultErrnoRet != nil {
+			errno = *f.DefaultErrnoRet
+		}
+		def += fmt.Sprintf(" (the call fails with %s)", errnoName(errno))
+	}
+	e.line("  runc loads it with seccomp(2) just before execve; /proc/PID/status will show")
+	e.line("  \"Seccomp: 2\" (filter mode), and no process in the container can remove it.")
+	e.line("  default action %s: for any call no rule names.", def)
+	var arches []string
+	for _, a := range f.Architectures {
+		arches = append(arches, string(a))
+	}
+	if len(arches) == 0 {
+		arches = []string{"the native one only"}
+	}
+	e.line("  architectures  %s", strings.Join(arches, ", "))
+	allowed := map[string]bool{}
+	for _, r := range f.Syscalls {
+		if r.Action == specs.ActAllow {
+			for _, n := range r.Names {
+				allowed[n] = true
+			}
+		}
+	}
+	e.line("  %d rules naming %d system calls allowed (some only for certain arguments).", len(f.Syscalls), len(allowed))
+	var blocked, open []string
+	for _, sc := range notableSyscalls {
+		action, conditional, errno := seccompVerdict(f, sc.name)
+		switch {
+		case action == specs.ActAllow && conditional:
+			open = append(open, fmt.Sprintf("    %-17s only for some arguments: %s", sc.name, sc.meaning))
+		case action == specs.ActAllow:
+			open = append(open, fmt.Sprintf("    %-17s %s", sc.name, sc.meaning))
+		case action == specs.ActErrno:
+			if errno == 0 {
+				errno = 1
+			}
+			blocked = append(blocked, fmt.Sprintf("    %-17s %-6s %s", sc.name, errnoName(errno), sc.meaning))
+		default:
+			blocked = append(blocked, fmt.Sprintf("    %-17s %s: %s", sc.name, action, sc.meaning))
+		}
+	}
+	if len(blocked) > 0 {
+		e.line("  NOT allowed (among others), and the error the app gets instead:")
+		for _, l := range blocked {
+			e.line("%s", l)
+		}
+	}
+	if len(open) > 0 {
+		e.line("  allowed by this profile:")
+		for _, l := range open {
+			e.line("%s", l)
+		}
+	}
+	e.line("  Kubernetes: securityContext.seccompProfile (pod or container): RuntimeDefault is this")
+	e.line("  runtime's profile, Localhost a file in the kubelet's seccomp directory, Unconfined none.")
+}
+
+func errnoName(n uint) string {
+	switch n {
+	case 1:
+		return "EPERM"
+	case 38:
+		return "ENOSYS"
+	}
+	return fmt.Sprintf("errno %d", n)
 }

@@ -11,6 +11,11 @@
 // (github.com/containerd/containerd/v2/pkg/oci), built from a flat list of
 // small option functions, each of which can be read and tested alone.
 //
+// The seccomp filter is what securityContext.seccompProfile asks for
+// (Options.Seccomp, or the WithSeccomp* options): containerd's default
+// profile for RuntimeDefault, a profile file for Localhost, none for
+// Unconfined and by default, as in Kubernetes.
+//
 // Everything an image could use to attack the host through its config is
 // refused here, before any container exists: a working directory in /proc
 // (CVE-2024-21626), ids out of range, users and groups the image does not
@@ -89,6 +94,16 @@ type Options struct {
 
 	// Pids limits the number of processes and threads; 0 is no limit.
 	Pids int64
+
+	// Seccomp is the seccomp profile type, as a PodSpec's
+	// securityContext.seccompProfile.type: "" or Unconfined (no filter, what
+	// Kubernetes does by default), RuntimeDefault (containerd's default
+	// profile) or Localhost (the profile in the file SeccompProfile).
+	Seccomp string
+
+	// SeccompProfile is the file of a Localhost profile: an OCI
+	// LinuxSeccomp in JSON.
+	SeccompProfile string
 }
 
 // Generate builds the runtime spec for the image config cfg and the bundle at
@@ -131,6 +146,7 @@ func Generate(ctx context.Context, cfg *v1.ConfigFile, bundleDir string, opts Op
 		WithCPULimit(opts.CPU),
 		WithMemoryLimit(opts.Memory),
 		WithPidsLimit(opts.Pids),
+		WithSeccomp(opts.Seccomp, opts.SeccompProfile), // after the capabilities: the default profile depends on them
 	)
 	if err != nil {
 		return nil, fmt.Errorf("generating spec for container %s: %w", id, err)

@@ -298,6 +298,8 @@ func TestGenerate_BadInput(t *testing.T) {
 		{name: "relative workdir into proc", cfg: func(c *v1.ConfigFile) { c.Config.WorkingDir = "../proc/1/cwd" }, want: ErrWorkdirInProc},
 		{name: "workdir option /dev/fd", opts: Options{WorkingDir: "/dev/fd/7"}, want: ErrWorkdirInProc},
 		{name: "uid past 2^32-1", cfg: func(c *v1.ConfigFile) { c.Config.User = "4294967296" }, want: ErrIDOutOfRange},
+		{name: "unknown seccomp type", opts: Options{Seccomp: "runtime/default"}, want: ErrInvalidSeccompType},
+		{name: "missing seccomp profile file", opts: Options{Seccomp: SeccompLocalhost, SeccompProfile: "/nonexistent/profile.json"}, want: ErrSeccompProfile},
 		{name: "gid past 2^32-1", cfg: func(c *v1.ConfigFile) { c.Config.User = "0:4294967296" }, want: ErrIDOutOfRange},
 		{name: "negative uid", cfg: func(c *v1.ConfigFile) { c.Config.User = "-1" }, want: ErrIDOutOfRange},
 		{name: "garbage uid", opts: Options{User: "1e3"}, want: ErrIDOutOfRange},

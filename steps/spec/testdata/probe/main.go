@@ -7,7 +7,9 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"syscall"
 )
 
 func main() {
@@ -36,7 +38,7 @@ func main() {
 				continue
 			}
 			switch k {
-			case "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs":
+			case "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp":
 				fmt.Printf("%s=%s\n", k, strings.TrimSpace(v))
 			}
 		}
@@ -49,6 +51,12 @@ func main() {
 			}
 		}
 	}
+	// System calls containerd's default seccomp profile refuses (without
+	// CAP_SYS_ADMIN): "ok" or the errno's name.
+	fmt.Printf("unshare=%s\n", errnoText(unshareUser()))
+	_, _, e := syscall.Syscall(syscall.SYS_KEYCTL, 0 /* KEYCTL_GET_KEYRING_ID */, ^uintptr(0) /* thread keyring */, 0)
+	fmt.Printf("keyctl=%s\n", errnoText(e))
+
 	// The limits, read where cgroup v2 or v1 puts them in the container.
 	for key, files := range map[string][]string{
 		"memory": {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"},
@@ -62,4 +70,26 @@ func main() {
 			}
 		}
 	}
+}
+
+// unshareUser makes a new user namespace (unshare -U) in a locked thread
+// that is then thrown away.
+func unshareUser() syscall.Errno {
+	done := make(chan syscall.Errno)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		_, _, e := syscall.RawSyscall(syscall.SYS_UNSHARE, syscall.CLONE_NEWUSER, 0, 0)
+		done <- e
+	}()
+	return <-done
+}
+
+func errnoText(e syscall.Errno) string {
+	switch e {
+	case 0:
+		return "ok"
+	case syscall.EPERM:
+		return "EPERM"
+	}
+	return e.Error()
 }
