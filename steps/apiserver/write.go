@@ -116,7 +116,7 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 		}
 	}
 	if c.phases != nil {
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes of protobuf)", key, kv.ModRevision, len(data))})
+		c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes of protobuf)", key, kv.ModRevision, len(data))})
 	}
 	return kv, nil
 }
@@ -209,7 +209,7 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 		}
 		obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
 		if c.phases != nil {
-			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
+			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
 		}
 		out = obj
 		return nil
@@ -321,7 +321,7 @@ func (c *Client) Bind(ctx context.Context, b *corev1.Binding) error {
 			return err
 		}
 		if c.phases != nil {
-			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("bound %s to node %q at revision %d", kv.Key, b.Target.Name, kv.ModRevision)})
+			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("bound %s to node %q at revision %d", kv.Key, b.Target.Name, kv.ModRevision)})
 		}
 		return nil
 	})
@@ -391,7 +391,7 @@ func (s *Server) remove(tx *store.Tx, c *Client, res Resource, obj Object) error
 	}
 	if c != nil {
 		if c.phases != nil {
-			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("deleted %s (revision %d)", kv.Key, kv.ModRevision)})
+			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("deleted %s (revision %d)", kv.Key, kv.ModRevision)})
 		}
 	}
 	return nil
@@ -434,7 +434,7 @@ func (s *Server) deletePod(tx *store.Tx, c *Client, pod *corev1.Pod, opts Delete
 	pod.ResourceVersion = fmt.Sprint(kv.ModRevision)
 	if c != nil {
 		if c.phases != nil {
-			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("marked %s for deletion at revision %d: deletionTimestamp %s, grace period %ds; the kubelet of node %q stops its containers and removes it", kv.Key, kv.ModRevision, ts.UTC().Format("2006-01-02T15:04:05Z"), grace, pod.Spec.NodeName)})
+			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("marked %s for deletion at revision %d: deletionTimestamp %s, grace period %ds; the kubelet of node %q stops its containers and removes it", kv.Key, kv.ModRevision, ts.UTC().Format("2006-01-02T15:04:05Z"), grace, pod.Spec.NodeName)})
 		}
 	}
 	return pod, nil
