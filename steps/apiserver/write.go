@@ -186,38 +186,44 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 		if old.GetResourceVersion() != fmt.Sprint(rv) {
 			return storeError(res.GroupResource(), in.GetName(), store.ErrConflict)
 		}
-		obj, err := merge(res, old, in, status)
-		if err != nil {
-			return err
-		}
-		if !status {
-			if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
-				return err
-			}
-		}
-		if err := c.phase(PhaseValidation, "", nil, validateUpdate(obj, old)); err != nil {
-			return err
-		}
-		if !status {
-			if err := c.escalation(tx, u, obj); err != nil {
-				return err
-			}
-		}
-		kv, err := put(tx, res, obj)
-		if err != nil {
-			return err
-		}
-		obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-		if c.phases != nil {
-			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
-		}
-		out = obj
-		return nil
+		out, err = c.replace(tx, u, res, old, in, status)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// replace stores in over old inside tx, after admission and validation:
+// what an update and a patch share. in's resourceVersion has been checked.
+func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Object, status bool) (Object, error) {
+	obj, err := merge(res, old, in, status)
+	if err != nil {
+		return nil, err
+	}
+	if !status {
+		if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.phase(PhaseValidation, "", nil, validateUpdate(obj, old)); err != nil {
+		return nil, err
+	}
+	if !status {
+		if err := c.escalation(tx, u, obj); err != nil {
+			return nil, err
+		}
+	}
+	kv, err := put(tx, res, obj)
+	if err != nil {
+		return nil, err
+	}
+	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+	if c.phases != nil {
+		c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
+	}
+	return obj, nil
 }
 
 // merge computes the object an update stores. A spec update keeps the
