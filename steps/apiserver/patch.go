@@ -164,8 +164,13 @@ func checkPatched(res Resource, old, patched Object) error {
 	if res.Namespaced && patched.GetNamespace() != old.GetNamespace() {
 		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 	}
-	if patched.GetUID() != old.GetUID() {
-		return apierrors.NewConflict(res.GroupResource(), old.GetName(), fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", patched.GetUID(), old.GetUID()))
+	switch patched.GetUID() {
+	case old.GetUID():
+	case "": // the patch removed it (a manifest without the uid the last one had): keep it
+		patched.SetUID(old.GetUID())
+	default:
+		return apierrors.NewInvalid(res.GroupVersion().WithKind(res.Kind).GroupKind(), old.GetName(), field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "uid"), patched.GetUID(), "field is immutable")})
 	}
 	switch patched.GetResourceVersion() {
 	case old.GetResourceVersion():

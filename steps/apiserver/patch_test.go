@@ -145,7 +145,7 @@ func TestPatch_BadInput(t *testing.T) {
 		{"negative replicas on scale", "admin", "deployments", "web", merge, "scale", `{"spec":{"replicas":-1}}`, apierrors.IsInvalid,
 			`Scale.autoscaling "web" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0`},
 		{"a new name", "admin", "deployments", "web", merge, "", `{"metadata":{"name":"other"}}`, apierrors.IsBadRequest, "the name of the object (other) does not match the name on the URL (web)"},
-		{"a new uid", "admin", "deployments", "web", merge, "", `{"metadata":{"uid":"1234"}}`, apierrors.IsConflict, "Precondition failed: UID in precondition: 1234"},
+		{"a new uid", "admin", "deployments", "web", merge, "", `{"metadata":{"uid":"1234"}}`, apierrors.IsInvalid, `metadata.uid: Invalid value: "1234": field is immutable`},
 		{"a JSON patch", "admin", "deployments", "web", types.JSONPatchType, "", `[{"op":"add","path":"/metadata/labels/a","value":"b"}]`, apierrors.IsUnsupportedMediaType, "accepted media types include"},
 		{"scale of a pod", "admin", "pods", "web", merge, "scale", `{"spec":{"replicas":2}}`, apierrors.IsMethodNotSupported, "patch scale"},
 		{"an unknown subresource", "admin", "deployments", "web", merge, "logs", `{}`, apierrors.IsBadRequest, `no subresource "logs"`},
