@@ -1,22 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubectl"
 )
-
-// lastApplied is the annotation kubectl apply keeps the applied manifest in,
-// to know next time whether anything changed.
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 var applyCommand = &cli.Command{
 	Name:      "apply",
@@ -24,19 +17,32 @@ var applyCommand = &cli.Command{
 	ArgsUsage: "-f FILE|- [-n NS]",
 	Description: `kubectl apply reads manifests (real Kubernetes YAML or JSON, several
 documents separated by ---), and for each object asks the API server
-whether it exists: if not, it creates it; if so, it sends the new version,
-with the stored resourceVersion, as an update. Each request goes through
-the whole gate: authentication, authorization, admission, validation.
+whether it exists. If not, it creates it. If so, it does not send the
+manifest back as a replacement: it computes a patch from three versions of
+the object, and sends only that.
+
+  original   the manifest applied last time, which kubectl keeps in the
+             object's annotation kubectl.kubernetes.io/last-applied-configuration
+  modified   this manifest (with that annotation set to this manifest)
+  current    the live object, as the API server has it
+
+A field this manifest sets is set. A field the last manifest set and this
+one does not is removed. A field no manifest ever set is left alone: the
+replicas "podlab scale" chose, a label another tool added, the defaults the
+API server filled in. Lists merge the way the object's type says: the
+containers of a pod template by name. This is a strategic merge patch, and
+the API server applies it to the object it has when the patch arrives, so
+two appliers changing different fields never undo each other. Nothing is
+sent when the patch is empty: the object is "unchanged".
+
+A manifest that carries metadata.resourceVersion (podlab get -o yaml, edit,
+apply) makes that version a precondition: if the object changed since it
+was read, the API server answers 409 Conflict and nothing is written;
+read it again and redo the change.
 
 Decoding is strict, as kubectl's is: a field that the object's kind does not
 have (a typo such as "imagePullPolicyy") is an error naming the field and
-the document, and nothing from that file is sent.
-
-kubectl keeps the manifest it applied in the annotation
-kubectl.kubernetes.io/last-applied-configuration; when it is unchanged, the
-object is "unchanged" and nothing is written. (kubectl merges in three ways,
-with that annotation; podlab sends the whole manifest, which replaces the
-object's spec.)`,
+the document, and nothing from that file is sent.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "filename", Aliases: []string{"f"}, Usage: "the manifest file, or - for standard input"},
 		namespaceFlag(),
@@ -55,11 +61,11 @@ object's spec.)`,
 			defer f.Close()
 			r = f
 		}
-		objs, err := kubectl.Decode(r, file)
+		manifests, err := kubectl.DecodeManifests(r, file)
 		if err != nil {
 			return err
 		}
-		if len(objs) == 0 {
+		if len(manifests) == 0 {
 			return fmt.Errorf("%s holds no object: nothing to apply", file)
 		}
 		s, err := openAPI(c, true)
@@ -67,61 +73,28 @@ object's spec.)`,
 			return err
 		}
 		defer s.Close()
-		for _, obj := range objs {
-			if err := applyOne(c, s, obj); err != nil {
+		w := c.App.Writer
+		for _, m := range manifests {
+			a, err := kubectl.Apply(c.Context, s.client, m, namespaceOf(c))
+			if err != nil {
 				return err
 			}
+			name := restName(a.Resource) + "/" + a.Object.GetName()
+			if a.Action == kubectl.Configured {
+				fmt.Fprintf(w, "%s: three-way merge of the last-applied configuration, the manifest and the live object (resourceVersion %s): strategic merge patch %s\n",
+					name, a.LiveVersion, kubectl.ShortPatch(a.Patch))
+			}
+			fmt.Fprintf(w, "%s %s\n", name, a.Action)
 		}
 		return nil
 	},
 }
 
-func applyOne(c *cli.Context, s *apiSession, obj apiserver.Object) error {
-	res, err := apiserver.ResourceForKind(obj.GetObjectKind().GroupVersionKind())
-	if err != nil {
-		return err
+// restName is how kubectl names a resource in what it prints:
+// "deployment.apps", "pod".
+func restName(res apiserver.Resource) string {
+	if res.Group == "" {
+		return res.Singular
 	}
-	if res.Namespaced && obj.GetNamespace() == "" {
-		obj.SetNamespace(namespaceOf(c))
-	}
-	manifest, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[lastApplied] = string(manifest)
-	obj.SetAnnotations(ann)
-	w := c.App.Writer
-	existing, err := s.client.Get(c.Context, res.Name, obj.GetNamespace(), obj.GetName())
-	switch {
-	case apierrors.IsNotFound(err):
-		fmt.Fprintf(w, "%s: not found, so create it:\n", kindName(obj))
-		created, err := s.client.Create(c.Context, obj)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "%s created (resourceVersion %s)\n", kindName(created), created.GetResourceVersion())
-		return nil
-	case err != nil:
-		return err
-	}
-	if existing.GetAnnotations()[lastApplied] == string(manifest) {
-		fmt.Fprintf(w, "%s unchanged\n", kindName(obj))
-		return nil
-	}
-	fmt.Fprintf(w, "%s: exists at resourceVersion %s, so update it:\n", kindName(obj), existing.GetResourceVersion())
-	obj.SetResourceVersion(existing.GetResourceVersion())
-	if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == "" {
-		// a manifest says nothing of the node the scheduler chose: keep it
-		pod.Spec.NodeName = existing.(*corev1.Pod).Spec.NodeName
-	}
-	updated, err := s.client.Update(c.Context, obj)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "%s configured (resourceVersion %s)\n", kindName(updated), updated.GetResourceVersion())
-	return nil
+	return res.Singular + "." + res.Group
 }

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Object is any object the API server stores. Every type of k8s.io/api
@@ -48,6 +49,17 @@ type Interface interface {
 	// UpdateStatus replaces only the status (the status subresource), with
 	// the same resourceVersion check.
 	UpdateStatus(ctx context.Context, obj Object) (Object, error)
+	// Patch changes part of an object: the server reads the stored object,
+	// applies data to it (pt is types.StrategicMergePatchType, as kubectl
+	// apply sends, or types.MergePatchType, RFC 7386) and stores the result
+	// through the same admission and validation as an Update, authorized
+	// with the verb "patch". A patch without metadata.resourceVersion
+	// cannot conflict: it is applied to whatever is stored when it arrives.
+	// One with it is a precondition: 409 Conflict unless that is the stored
+	// resourceVersion. With opts.Subresource "scale" (deployments,
+	// replicasets) the patch is of an autoscaling/v1 Scale, which Patch
+	// returns; with "status", only the status changes.
+	Patch(ctx context.Context, resource, namespace, name string, pt types.PatchType, data []byte, opts PatchOptions) (Object, error)
 	// Bind assigns a pod to a node (the pods/binding subresource): the
 	// scheduler's only write to a pod.
 	Bind(ctx context.Context, binding *corev1.Binding) error
@@ -77,6 +89,12 @@ type ListOptions struct {
 type List struct {
 	Items           []Object
 	ResourceVersion string
+}
+
+// PatchOptions control a patch.
+type PatchOptions struct {
+	// Subresource is "" (the object), "status" or "scale".
+	Subresource string
 }
 
 // DeleteOptions control a delete.

@@ -63,6 +63,17 @@ func (c *Client) report(p Phase) {
 	}
 }
 
+// reportStored reports a storage phase of a write once the write is
+// durable (fsync'd), not when it is made inside the transaction: a process
+// killed between the two must not have said "stored at revision N" of an
+// object the store does not have. Nothing is reported for a write that
+// fails.
+func (c *Client) reportStored(tx *store.Tx, p Phase) {
+	if c.phases != nil {
+		tx.OnDurable(func() { c.report(p) })
+	}
+}
+
 // authenticate is the first gate: who is this? An unknown token is 401
 // Unauthorized, before anything else is looked at.
 func (c *Client) authenticate() (authn.User, error) {

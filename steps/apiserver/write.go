@@ -126,7 +126,7 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 		}
 	}
 	if c.phases != nil {
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes of protobuf)", key, kv.ModRevision, len(data))})
+		c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes of protobuf)", key, kv.ModRevision, len(data))})
 	}
 	return kv, nil
 }
@@ -209,44 +209,50 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 		if old.GetResourceVersion() != fmt.Sprint(rv) {
 			return storeError(res.GroupResource(), in.GetName(), store.ErrConflict)
 		}
-		obj, err := merge(res, old, in, status)
-		if err != nil {
-			return err
-		}
-		if !status {
-			if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
-				return err
-			}
-		}
-		if err := c.phase(PhaseValidation, "", nil, validateUpdate(obj, old)); err != nil {
-			return err
-		}
-		if !status {
-			if err := c.escalation(tx, u, obj); err != nil {
-				return err
-			}
-			if ns, ok := obj.(*corev1.Namespace); ok {
-				notes, err := c.s.psa.AdmitNamespaceUpdate(ns, old.(*corev1.Namespace))
-				if err := c.phase(PhaseValidatingAdmission, "PodSecurity", notes, err); err != nil {
-					return err
-				}
-			}
-		}
-		kv, err := put(tx, res, obj)
-		if err != nil {
-			return err
-		}
-		obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-		if c.phases != nil {
-			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
-		}
-		out = obj
-		return nil
+		out, err = c.replace(tx, u, res, old, in, status)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// replace stores in over old inside tx, after admission and validation:
+// what an update and a patch share. in's resourceVersion has been checked.
+func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Object, status bool) (Object, error) {
+	obj, err := merge(res, old, in, status)
+	if err != nil {
+		return nil, err
+	}
+	if !status {
+		if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.phase(PhaseValidation, "", nil, validateUpdate(obj, old)); err != nil {
+		return nil, err
+	}
+	if !status {
+		if err := c.escalation(tx, u, obj); err != nil {
+			return nil, err
+		}
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			notes, err := c.s.psa.AdmitNamespaceUpdate(ns, old.(*corev1.Namespace))
+			if err := c.phase(PhaseValidatingAdmission, "PodSecurity", notes, err); err != nil {
+				return nil, err
+			}
+		}
+	}
+	kv, err := put(tx, res, obj)
+	if err != nil {
+		return nil, err
+	}
+	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+	if c.phases != nil {
+		c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
+	}
+	return obj, nil
 }
 
 // merge computes the object an update stores. A spec update keeps the
@@ -355,7 +361,7 @@ func (c *Client) Bind(ctx context.Context, b *corev1.Binding) error {
 			return err
 		}
 		if c.phases != nil {
-			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("bound %s to node %q at revision %d", kv.Key, b.Target.Name, kv.ModRevision)})
+			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("bound %s to node %q at revision %d", kv.Key, b.Target.Name, kv.ModRevision)})
 		}
 		return nil
 	})
@@ -425,7 +431,7 @@ func (s *Server) remove(tx *store.Tx, c *Client, res Resource, obj Object) error
 	}
 	if c != nil {
 		if c.phases != nil {
-			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("deleted %s (revision %d)", kv.Key, kv.ModRevision)})
+			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("deleted %s (revision %d)", kv.Key, kv.ModRevision)})
 		}
 	}
 	return nil
@@ -468,7 +474,7 @@ func (s *Server) deletePod(tx *store.Tx, c *Client, pod *corev1.Pod, opts Delete
 	pod.ResourceVersion = fmt.Sprint(kv.ModRevision)
 	if c != nil {
 		if c.phases != nil {
-			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("marked %s for deletion at revision %d: deletionTimestamp %s, grace period %ds; the kubelet of node %q stops its containers and removes it", kv.Key, kv.ModRevision, ts.UTC().Format("2006-01-02T15:04:05Z"), grace, pod.Spec.NodeName)})
+			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("marked %s for deletion at revision %d: deletionTimestamp %s, grace period %ds; the kubelet of node %q stops its containers and removes it", kv.Key, kv.ModRevision, ts.UTC().Format("2006-01-02T15:04:05Z"), grace, pod.Spec.NodeName)})
 		}
 	}
 	return pod, nil

@@ -556,6 +556,12 @@ func (c *countingClient) UpdateStatus(ctx context.Context, obj apiserver.Object)
 	return out, err
 }
 
+func (c *countingClient) Patch(ctx context.Context, resource, namespace, name string, pt types.PatchType, data []byte, opts apiserver.PatchOptions) (apiserver.Object, error) {
+	out, err := c.Interface.Patch(ctx, resource, namespace, name, pt, data, opts)
+	c.count(err)
+	return out, err
+}
+
 func (c *countingClient) Delete(ctx context.Context, resource, namespace, name string, opts apiserver.DeleteOptions) (apiserver.Object, error) {
 	out, err := c.Interface.Delete(ctx, resource, namespace, name, opts)
 	if !apierrors.IsNotFound(err) {

@@ -29,6 +29,29 @@ import (
 //
 // The returned objects have their apiVersion and kind set.
 func Decode(r io.Reader, source string) ([]apiserver.Object, error) {
+	ms, err := DecodeManifests(r, source)
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]apiserver.Object, len(ms))
+	for i, m := range ms {
+		objs[i] = m.Object
+	}
+	return objs, nil
+}
+
+// Manifest is one object of a manifest: typed, and as written (JSON with
+// only the fields the document has), which is what kubectl apply compares
+// and records in the last-applied annotation. A typed object cannot say
+// which fields were left out: encoding it adds "status: {}" and
+// "creationTimestamp: null".
+type Manifest struct {
+	Object apiserver.Object
+	JSON   []byte
+}
+
+// DecodeManifests is Decode keeping each object as written too.
+func DecodeManifests(r io.Reader, source string) ([]Manifest, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", source, err)
@@ -43,7 +66,7 @@ func Decode(r io.Reader, source string) ([]apiserver.Object, error) {
 		return nil, err
 	}
 
-	var objs []apiserver.Object
+	var objs []Manifest
 	for _, d := range docs {
 		if d.json == nil {
 			continue // an empty document, or only comments
@@ -180,7 +203,7 @@ type list struct {
 
 // decodeDocument decodes one JSON document into typed objects; where names
 // the document in errors.
-func decodeDocument(data []byte, where string) ([]apiserver.Object, error) {
+func decodeDocument(data []byte, where string) ([]Manifest, error) {
 	if data[0] != '{' {
 		return nil, fmt.Errorf("%s: expected a Kubernetes object (a mapping with apiVersion, kind and metadata), got %s", where, describeJSONValue(data))
 	}
@@ -228,7 +251,7 @@ func decodeDocument(data []byte, where string) ([]apiserver.Object, error) {
 		return nil, strictError(label, strict)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
-	return []apiserver.Object{obj}, nil
+	return []Manifest{{Object: obj, JSON: data}}, nil
 }
 
 // strictError lists the fields strict decoding refused: unknown field
@@ -244,7 +267,7 @@ func strictError(label string, errs []error) error {
 // decodeList expands a List (apiVersion v1, kind List) or a typed list of a
 // kind podlab serves (PodList); ok is false for a kind that only ends in
 // "List" by chance.
-func decodeList(data []byte, gvk schema.GroupVersionKind, where string) (objs []apiserver.Object, ok bool, err error) {
+func decodeList(data []byte, gvk schema.GroupVersionKind, where string) (objs []Manifest, ok bool, err error) {
 	itemKind := ""
 	if gvk.Kind != "List" {
 		itemKind = strings.TrimSuffix(gvk.Kind, "List")

@@ -36,6 +36,14 @@
 //     plus the Events that name it. Events are separate objects; kubectl
 //     lists them with a field selector on involvedObject and merges them in.
 //
-// The package never talks to the API server and never prints on its own: the
-// caller fetches the objects and passes an io.Writer.
+//   - Apply is `kubectl apply` once the manifest is read: a three-way
+//     strategic merge patch of the last-applied configuration (the
+//     annotation kubectl.kubernetes.io/last-applied-configuration), the
+//     manifest and the live object, sent as a PATCH; Scale is `kubectl
+//     scale`, a merge patch of the scale subresource.
+//
+// The package never prints on its own: the caller passes an io.Writer. Only
+// Apply and Scale talk to the API server, through apiserver.Interface, as
+// kubectl talks to kube-apiserver; everything else works on objects the
+// caller fetched.
 package kubectl

@@ -251,9 +251,13 @@ func (s *Store) Close() error {
 // revision does not move. The write is on disk (fsync'd, in the WAL) when
 // Update returns; the file itself gets it when the burst's batch is
 // committed (see wal.go).
+//
+// Functions the transaction registered with Tx.OnDurable run after that,
+// just before Update returns.
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error) {
 	var rev int64
 	var wrote bool
+	var durable []func()
 	err := s.do(ctx, true, true, func(db *bolt.DB) (err error) {
 		if s.opts.lingerIdle == 0 || s.opts.noBatch {
 			// With no linger the file is let go of right after: a batch
@@ -266,7 +270,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error
 				if err := runUpdate(tx, fn); err != nil {
 					return err
 				}
-				rev, wrote = tx.rev, tx.wrote
+				rev, wrote, durable = tx.rev, tx.wrote, tx.durable
 				return nil
 			})
 		}
@@ -290,7 +294,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error
 		if err := runUpdate(tx, fn); err != nil {
 			return err
 		}
-		rev, wrote = tx.rev, tx.wrote
+		rev, wrote, durable = tx.rev, tx.wrote, tx.durable
 		if len(tx.ops) == 0 {
 			return nil
 		}
@@ -320,6 +324,9 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error
 	}
 	if wrote {
 		s.notify()
+	}
+	for _, f := range durable {
+		f()
 	}
 	return rev, nil
 }
@@ -390,9 +397,23 @@ func (s *Store) commitBatch() error {
 // View runs fn in one read-only transaction: a consistent snapshot. Writes
 // inside it fail with ErrReadOnly. It sees this process's batch.
 func (s *Store) View(ctx context.Context, fn func(tx *Tx) error) error {
-	return s.do(ctx, false, true, func(db *bolt.DB) error {
-		return s.read(db, fn)
+	var durable []func()
+	err := s.do(ctx, false, true, func(db *bolt.DB) error {
+		return s.read(db, func(tx *Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			durable = tx.durable
+			return nil
+		})
 	})
+	if err != nil {
+		return err
+	}
+	for _, f := range durable {
+		f()
+	}
+	return nil
 }
 
 // read runs fn in a read-only Tx: over the batch if there is one, else in a

@@ -194,6 +194,7 @@ type Tx struct {
 	written        []string // the keys written, in order
 	readOnly       bool     // a View: writes fail with ErrReadOnly
 	ops            []walOp  // the bbolt writes made, for the WAL
+	durable        []func() // run by Update once the writes are durable
 }
 
 func newTx(btx *bolt.Tx, history int) (*Tx, error) {
@@ -241,6 +242,15 @@ func (tx *Tx) putMetaInt(name []byte, v int64) error {
 // that wrote. Inside an Update that has written, it is the new revision,
 // the one every write of this transaction gets.
 func (tx *Tx) Revision() int64 { return tx.rev }
+
+// OnDurable registers fn to run once this transaction's writes are
+// durable: after Update has fsync'd them (to the write-ahead log, or in the
+// file's commit), when Update is about to return, outside the store's lock.
+// The functions run in the order they were registered, and not at all when
+// the transaction fails. This is where to say "stored at revision N": said
+// inside the transaction, a crash before the fsync would make it a lie.
+// A read-only transaction (View) runs them when View returns.
+func (tx *Tx) OnDurable(fn func()) { tx.durable = append(tx.durable, fn) }
 
 // Written is the keys this transaction has written so far (created, put or
 // deleted), in the order it wrote them.

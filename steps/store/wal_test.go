@@ -389,3 +389,79 @@ func TestStore_CompactIsCommittedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Tx.OnDurable's functions run once the write is on disk: in a batch, its
+// record is in the WAL file already; with no linger, the file itself holds
+// it. They run in order, and not at all for a write that failed.
+func TestTx_OnDurable(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []Option
+		// onDisk says whether revision rev of the store at path is on disk.
+		onDisk func(t *testing.T, path string, rev int64) bool
+	}{
+		{"in a batch, after the WAL's fsync", []Option{WithLinger(time.Hour, time.Hour)}, func(t *testing.T, path string, rev int64) bool {
+			recs, err := readWAL(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.ContainsFunc(recs, func(r walRecord) bool { return r.rev == rev })
+		}},
+		{"without a batch, after the commit", []Option{WithLinger(0, 0)}, func(t *testing.T, path string, rev int64) bool {
+			s, err := Open(path, MustExist())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			got, err := s.Revision(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got >= rev
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, path := tempStore(t, tt.opts...)
+			ctx := context.Background()
+			var calls []string
+			var rev int64
+			got, err := s.Update(ctx, func(tx *Tx) error {
+				if _, err := tx.Create("/d/1", []byte("one")); err != nil {
+					return err
+				}
+				rev = tx.Revision()
+				for _, name := range []string{"first", "second"} {
+					tx.OnDurable(func() {
+						if !tt.onDisk(t, path, rev) {
+							t.Errorf("%s ran before revision %d was on disk", name, rev)
+						}
+						calls = append(calls, name)
+					})
+				}
+				return nil
+			})
+			if err != nil || got != rev {
+				t.Fatalf("Update: revision %d, %v; want %d", got, err, rev)
+			}
+			if !slices.Equal(calls, []string{"first", "second"}) {
+				t.Errorf("ran %q, want first then second", calls)
+			}
+
+			calls = nil
+			boom := errors.New("boom")
+			if _, err := s.Update(ctx, func(tx *Tx) error {
+				tx.OnDurable(func() { calls = append(calls, "failed") })
+				if _, err := tx.Create("/d/2", []byte("two")); err != nil {
+					return err
+				}
+				return boom
+			}); !errors.Is(err, boom) {
+				t.Fatalf("Update: %v, want boom", err)
+			}
+			if len(calls) != 0 {
+				t.Errorf("a failed write ran %q", calls)
+			}
+		})
+	}
+}
