@@ -376,8 +376,10 @@ func (k *Kubelet) UnpackStage(ctx context.Context, pod *corev1.Pod, container st
 
 // SpecStage writes the bundle's config.json from the PodSpec and the image
 // config: command and args, env, workingDir, resources, securityContext,
-// the sandbox's namespaces, the pod's cgroup, the volumes. A PodSpec
-// podlab refuses sets the container waiting in CreateContainerConfigError.
+// the sandbox's namespaces, the pod's cgroup, the volumes (each subPath
+// resolved inside its volume and bind-mounted under volume-subpaths). A
+// PodSpec podlab refuses, or a subPath that leaves its volume, sets the
+// container waiting in CreateContainerConfigError.
 func (k *Kubelet) SpecStage(ctx context.Context, pod *corev1.Pod, container string) (*SpecResult, error) {
 	start := time.Now()
 	t, err := k.target(pod, container, StageSpec)

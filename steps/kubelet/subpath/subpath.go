@@ -279,7 +279,7 @@ func resolveError(root, rel string, err error) error {
 	var hint string
 	switch {
 	case errors.Is(err, unix.EXDEV):
-		return fmt.Errorf("%w: %q inside %s: a symlink on the way is absolute or climbs above it", ErrEscape, rel, root)
+		return fmt.Errorf("%w: %q inside %s: a symlink on the way is absolute or climbs above it, and is never followed (point the subPath at a path inside the volume)", ErrEscape, rel, root)
 	case errors.Is(err, unix.ENOTDIR):
 		hint = ": a component of the path is not a directory"
 	case errors.Is(err, unix.ELOOP):
