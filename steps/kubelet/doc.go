@@ -36,6 +36,16 @@
 //	nodes/<node>/utsns/<pod-uid>          its UTS namespace (hostname = pod name)
 //	nodes/<node>/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/<name>   emptyDir volumes
 //	nodes/<node>/seccomp/                 Localhost seccomp profiles (the kubelet's --seccomp-profile-root)
+//	nodes/<node>/pods/<pod-uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts
+//
+// A volumeMount with a subPath is never given to the runtime as
+// <volume>/<subPath>: a container sharing the volume could have made that a
+// symlink to the host's / (CVE-2017-1002101). The kubelet resolves the
+// subPath inside the volume (package subpath), bind-mounts what it opened
+// onto volume-subpaths/..., and gives the runtime that path. A subPath that
+// leaves its volume leaves the container waiting in
+// CreateContainerConfigError. The bind mounts are unmounted before the pod's
+// directory is removed.
 //
 // A container's ID names what it runs, as the kubelet's Docker names did:
 // k8s_<container>_<pod>_<namespace>_<pod-uid>_<restartCount>. Its cgroup is

@@ -1,6 +1,11 @@
 package kubelet
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/podlab/podlab/steps/kubelet/subpath"
+)
 
 // Errors about the pod a stage is asked to work on, found before anything
 // runs.
@@ -60,3 +65,42 @@ var (
 	// hostPath, an environment variable source it cannot resolve).
 	ErrUnsupported = errors.New("not supported by podlab's kubelet")
 )
+
+// SubPathError is a volumeMount's subPath the kubelet would not, or could
+// not, prepare: it is absolute, has "..", leads out of its volume through a
+// symlink (errors.Is(err, subpath.ErrEscape)), or goes through a file. The
+// container waits in CreateContainerConfigError.
+//
+// The pod's status and its Failed event carry Message, the kubelet's own
+// text, which names the volumeMount and the container and nothing of the
+// node's files (whoever may read the pod may not read the node). Error adds
+// why, for the node's administrator: the kubelet logs that part.
+type SubPathError struct {
+	VolumeMount, Container, SubPath string
+	Err                             error
+}
+
+// Message is what the kubelet writes in the container's waiting message and
+// in the Failed event.
+func (e *SubPathError) Message() string {
+	switch {
+	case errors.Is(e.Err, subpath.ErrAbsolute):
+		return fmt.Sprintf("error SubPath `%s` must not be an absolute path", e.SubPath)
+	case errors.Is(e.Err, subpath.ErrBacksteps):
+		return fmt.Sprintf("unable to provision SubPath `%s`: must not contain '..'", e.SubPath)
+	}
+	return fmt.Sprintf("failed to prepare subPath for volumeMount %q of container %q", e.VolumeMount, e.Container)
+}
+
+func (e *SubPathError) Error() string { return e.Message() + ": " + e.Err.Error() }
+
+func (e *SubPathError) Unwrap() error { return e.Err }
+
+// statusMessage is what the pod's status and events say of err: the
+// kubelet's text, without the node's details, for a SubPathError.
+func statusMessage(err error) string {
+	if se, ok := errors.AsType[*SubPathError](err); ok {
+		return se.Message()
+	}
+	return err.Error()
+}

@@ -1,10 +1,17 @@
 package kubelet
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podlab/podlab/steps/kubelet/subpath"
 )
 
 func TestExpand(t *testing.T) {
@@ -109,5 +116,46 @@ func TestDeletedPhase(t *testing.T) {
 		if got := deletedPhase(corev1.PodRunning, tt.statuses); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestVolumeMounts_SubPathRefused: the kubelet's own checks, whatever the
+// API server let through (its validation refuses absolute and ".."
+// subPaths first): the error is a *SubPathError and the pod's status gets
+// the kubelet's text.
+func TestVolumeMounts_SubPathRefused(t *testing.T) {
+	k := &Kubelet{layout: Layout{Dir: t.TempDir()}}
+	vol := t.TempDir()
+	if err := os.Symlink("/", filepath.Join(vol, "evil")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, subPath, message string
+		want                   error
+	}{
+		{"absolute", "/etc", "error SubPath `/etc` must not be an absolute path", subpath.ErrAbsolute},
+		{"..", "../etc", "unable to provision SubPath `../etc`: must not contain '..'", subpath.ErrBacksteps},
+		{".. inside", "a/../../etc", "unable to provision SubPath `a/../../etc`: must not contain '..'", subpath.ErrBacksteps},
+		{"a symlink to /", "evil", `failed to prepare subPath for volumeMount "v" of container "c"`, subpath.ErrEscape},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u1"}}
+			pod.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: vol}}}}
+			c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/data", SubPath: tt.subPath}}}
+			ms, err := k.volumeMounts(pod, c)
+			if err == nil {
+				t.Fatalf("subPath %q accepted: %+v", tt.subPath, ms)
+			}
+			if !errors.Is(err, tt.want) {
+				t.Errorf("error %v, want %v", err, tt.want)
+			}
+			if got := statusMessage(err); got != tt.message {
+				t.Errorf("status message %q, want %q", got, tt.message)
+			}
+			if !strings.Contains(err.Error(), tt.subPath) {
+				t.Errorf("the error does not say which subPath: %v", err)
+			}
+		})
 	}
 }

@@ -75,6 +75,19 @@ func (l Layout) EmptyDir(uid types.UID, volume string) string {
 	return filepath.Join(l.PodDir(uid), "volumes", "kubernetes.io~empty-dir", volume)
 }
 
+// SubPathsDir holds the bind mounts of a pod's volumeMounts with a subPath,
+// as /var/lib/kubelet/pods/<uid>/volume-subpaths.
+func (l Layout) SubPathsDir(uid types.UID) string {
+	return filepath.Join(l.PodDir(uid), "volume-subpaths")
+}
+
+// SubPath is where the kubelet bind-mounts the subPath of a container's
+// index-th volumeMount, resolved inside its volume: the runtime is given
+// this path, never the volume's own path joined with the subPath.
+func (l Layout) SubPath(uid types.UID, volume, container string, index int) string {
+	return filepath.Join(l.SubPathsDir(uid), volume, container, strconv.Itoa(index))
+}
+
 // Namespace kinds a pod sandbox pins, and the directories their bind
 // mounts are in (CRI-O's pinns uses /var/run/{netns,ipcns,utsns}).
 var sandboxNamespaces = []struct {

@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/podlab/podlab/steps/kubelet/subpath"
 	"github.com/podlab/podlab/steps/spec"
 )
 
@@ -359,10 +360,15 @@ func (k *Kubelet) podFiles(pod *corev1.Pod) ([]specs.Mount, error) {
 }
 
 // volumeMounts resolves the container's volumeMounts: emptyDir volumes are
-// directories under the pod directory, hostPath volumes the node's paths.
+// directories under the pod directory, hostPath volumes the node's paths. A
+// subPath is never handed to the runtime as <volume>/<subPath>, a name a
+// container sharing the volume could have made a symlink to the host's /:
+// it is resolved inside its volume and bind-mounted onto
+// volume-subpaths/<volume>/<container>/<index> (package subpath), and the
+// runtime is given that path.
 func (k *Kubelet) volumeMounts(pod *corev1.Pod, c *corev1.Container) ([]specs.Mount, error) {
 	var out []specs.Mount
-	for _, vm := range c.VolumeMounts {
+	for i, vm := range c.VolumeMounts {
 		var vol *corev1.Volume
 		for i := range pod.Spec.Volumes {
 			if pod.Spec.Volumes[i].Name == vm.Name {
@@ -372,37 +378,47 @@ func (k *Kubelet) volumeMounts(pod *corev1.Pod, c *corev1.Container) ([]specs.Mo
 		if vol == nil {
 			return nil, fmt.Errorf("volumeMount %q: the pod has no volume by that name", vm.Name)
 		}
-		var src string
-		switch {
-		case vol.EmptyDir != nil:
-			src = k.layout.EmptyDir(pod.UID, vol.Name)
-			if err := os.MkdirAll(src, 0o777); err != nil {
-				return nil, fmt.Errorf("volume %s: %w", vol.Name, err)
-			}
-			if err := os.Chmod(src, 0o777); err != nil { // emptyDir is world-writable, as in Kubernetes
-				return nil, fmt.Errorf("volume %s: %w", vol.Name, err)
-			}
-		case vol.HostPath != nil:
-			src = vol.HostPath.Path
-			if err := checkHostPath(vol.HostPath); err != nil {
-				return nil, fmt.Errorf("volume %s: %w", vol.Name, err)
-			}
-		default:
-			return nil, fmt.Errorf("%w: volume %s: podlab mounts emptyDir and hostPath volumes only", ErrUnsupported, vol.Name)
+		src, err := k.volumePath(pod, vol)
+		if err != nil {
+			return nil, err
 		}
 		if vm.SubPath != "" {
-			clean := filepath.Clean("/" + vm.SubPath)
-			if clean != "/"+strings.TrimPrefix(vm.SubPath, "/") || strings.Contains(vm.SubPath, "..") {
-				return nil, fmt.Errorf("volumeMount %s: subPath %q must be a relative path without '..'", vm.Name, vm.SubPath)
+			target := k.layout.SubPath(pod.UID, vol.Name, c.Name, i)
+			if err := subpath.Bind(src, vm.SubPath, target); err != nil {
+				return nil, &SubPathError{VolumeMount: vm.Name, Container: c.Name, SubPath: vm.SubPath,
+					Err: fmt.Errorf("preparing subPath %q of volume %q: %w", vm.SubPath, vol.Name, err)}
 			}
-			src = filepath.Join(src, clean)
-			if err := os.MkdirAll(src, 0o777); err != nil {
-				return nil, fmt.Errorf("volumeMount %s: %w", vm.Name, err)
-			}
+			src = target
 		}
 		out = append(out, bindMount(src, vm.MountPath, vm.ReadOnly))
 	}
 	return out, nil
+}
+
+// volumePath is the directory (or file) of a volume on the node: an
+// emptyDir is made under the pod directory, world-writable as in
+// Kubernetes, without following a symlink; a hostPath is the node's path
+// the pod names, checked against its type.
+func (k *Kubelet) volumePath(pod *corev1.Pod, vol *corev1.Volume) (string, error) {
+	switch {
+	case vol.EmptyDir != nil:
+		p := k.layout.EmptyDir(pod.UID, vol.Name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", fmt.Errorf("making emptyDir volume %q: %w", vol.Name, err)
+		}
+		d, err := subpath.MkdirAll(filepath.Dir(p), filepath.Base(p), 0o777)
+		if err != nil {
+			return "", fmt.Errorf("making emptyDir volume %q: %w", vol.Name, err)
+		}
+		d.Close()
+		return p, nil
+	case vol.HostPath != nil:
+		if err := checkHostPath(vol.HostPath); err != nil {
+			return "", fmt.Errorf("volume %s: %w", vol.Name, err)
+		}
+		return vol.HostPath.Path, nil
+	}
+	return "", fmt.Errorf("%w: volume %s: podlab mounts emptyDir and hostPath volumes only", ErrUnsupported, vol.Name)
 }
 
 // checkHostPath applies a hostPath volume's type, creating what *OrCreate asks for.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/kubelet/subpath"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/spec"
@@ -129,8 +130,8 @@ type KillResult struct {
 type RemoveResult struct {
 	UID types.UID
 	// Containers are the runtime containers deleted (runc delete), Cgroups
-	// the cgroup directories removed, Paths the bundles, namespace mounts
-	// and pod directories removed.
+	// the cgroup directories removed, Paths the bundles, namespace mounts,
+	// subPath bind mounts and pod directories removed.
 	Containers []string
 	Cgroups    []string
 	Paths      []string
@@ -231,8 +232,9 @@ func (k *Kubelet) failed(ctx context.Context, pod *corev1.Pod, t *target, rec *R
 	for _, e := range events {
 		k.event(ctx, pod, rec, corev1.EventTypeWarning, e.reason, e.message)
 	}
-	k.failures.fail(t.key, k.now(), stage, reason, err.Error())
-	if rerr := k.report(ctx, pod, rec, map[string]*override{t.c.Name: waiting(reason, err.Error())}); rerr != nil {
+	msg := statusMessage(err)
+	k.failures.fail(t.key, k.now(), stage, reason, msg)
+	if rerr := k.report(ctx, pod, rec, map[string]*override{t.c.Name: waiting(reason, msg)}); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	return err
@@ -242,7 +244,7 @@ func (k *Kubelet) failed(ctx context.Context, pod *corev1.Pod, t *target, rec *R
 type warning struct{ reason, message string }
 
 // errorEvent is the kubelet's Warning Failed "Error: ..." event.
-func errorEvent(err error) warning { return warning{"Failed", "Error: " + err.Error()} }
+func errorEvent(err error) warning { return warning{"Failed", "Error: " + statusMessage(err)} }
 
 // SandboxStage creates the pod's sandbox: its network, IPC and UTS
 // namespaces, pinned under the node directory, with lo up and the pod's
@@ -374,8 +376,10 @@ func (k *Kubelet) UnpackStage(ctx context.Context, pod *corev1.Pod, container st
 
 // SpecStage writes the bundle's config.json from the PodSpec and the image
 // config: command and args, env, workingDir, resources, securityContext,
-// the sandbox's namespaces, the pod's cgroup, the volumes. A PodSpec
-// podlab refuses sets the container waiting in CreateContainerConfigError.
+// the sandbox's namespaces, the pod's cgroup, the volumes (each subPath
+// resolved inside its volume and bind-mounted under volume-subpaths). A
+// PodSpec podlab refuses, or a subPath that leaves its volume, sets the
+// container waiting in CreateContainerConfigError.
 func (k *Kubelet) SpecStage(ctx context.Context, pod *corev1.Pod, container string) (*SpecResult, error) {
 	start := time.Now()
 	t, err := k.target(pod, container, StageSpec)
@@ -653,12 +657,17 @@ func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveRe
 	if err := k.layout.removeSandbox(uid); err != nil {
 		errs = append(errs, err)
 	}
+	// The pod directory holds the subPath bind mounts: each is unmounted
+	// before anything is removed, or removing the directory would remove
+	// the mounted volume's files.
 	for _, p := range []string{k.layout.PodBundles(uid), k.layout.PodDir(uid)} {
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
-		if err := os.RemoveAll(p); err != nil {
-			errs = append(errs, err)
+		unmounted, err := subpath.Clean(p)
+		res.Paths = append(res.Paths, unmounted...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", p, err))
 			continue
 		}
 		res.Paths = append(res.Paths, p)

@@ -137,17 +137,27 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 	}
 
 	// 2. The mounts under the state directory, deepest first: the pods'
-	// namespace files under nodes/*/{netns,ipcns,utsns}.
-	mounts, err := mountsUnder(dir)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, m := range mounts {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
-			continue
+	// namespace files under nodes/*/{netns,ipcns,utsns} and the subPath bind
+	// mounts under nodes/*/pods/*/volume-subpaths. Mounts can be stacked on
+	// one path: unmount until none is left.
+	for range 10 {
+		mounts, err := mountsUnder(dir)
+		if err != nil {
+			errs = append(errs, err)
+			break
 		}
-		res.Unmounted = append(res.Unmounted, m)
+		if len(mounts) == 0 {
+			break
+		}
+		for _, m := range mounts {
+			if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+				errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
+				continue
+			}
+			if !slices.Contains(res.Unmounted, m) {
+				res.Unmounted = append(res.Unmounted, m)
+			}
+		}
 	}
 
 	// 3. The cgroups under /podlab, in every hierarchy: empty ones go
@@ -177,6 +187,13 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		p := filepath.Join(dir, e.Name())
 		switch {
 		case slices.Contains(resetEntries, e.Name()) || (opts.All && slices.Contains(keptEntries, e.Name())):
+			// Never remove through a mount: it would remove the files of
+			// what is mounted (a hostPath volume, the host's /).
+			if left, _ := mountsUnder(p); len(left) > 0 {
+				errs = append(errs, fmt.Errorf("not removing %s: %s is still mounted (umount -l it, then reset again)", p, left[0]))
+				res.Kept = append(res.Kept, p+" (a mount is left inside)")
+				continue
+			}
 			if err := os.RemoveAll(p); err != nil {
 				errs = append(errs, fmt.Errorf("removing %s: %w", p, err))
 				continue

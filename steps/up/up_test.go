@@ -423,3 +423,46 @@ func loUp() error {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
+
+// TestReset_SubPathMounts: a pod's subPath bind mount of a volume, stacked
+// twice on its path, is unmounted, and the volume's files are not removed
+// through it.
+func TestReset_SubPathMounts(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	volume := t.TempDir() // stands for a hostPath volume, or the host's /
+	keep := filepath.Join(volume, "keep.txt")
+	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "nodes/node-1/pods/uid1/volume-subpaths/v/c/0")
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := unix.Mount(volume, target, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("bind-mounting %s: %v", volume, err)
+		}
+	}
+	t.Cleanup(func() {
+		for range 3 {
+			unix.Unmount(target, unix.MNT_DETACH)
+		}
+	})
+	res, err := Reset(context.Background(), ResetOptions{StateDir: dir, Runtime: "/bin/true", CgroupRoot: fmt.Sprintf("/podlab-test-%d", os.Getpid())})
+	if err != nil {
+		t.Errorf("Reset: %v", err)
+	}
+	if !slices.Contains(res.Unmounted, target) {
+		t.Errorf("Unmounted = %v, want %s", res.Unmounted, target)
+	}
+	if m, _ := mountsUnder(dir); len(m) > 0 {
+		t.Errorf("mounts left under %s: %v", dir, m)
+	}
+	if b, err := os.ReadFile(keep); err != nil || string(b) != "mine" {
+		t.Errorf("reset removed the mounted volume's file: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nodes")); err == nil {
+		t.Errorf("nodes/ is still there")
+	}
+}
