@@ -14,6 +14,7 @@ import (
 	"github.com/podlab/podlab/steps/kubelet"
 
 	"github.com/podlab/podlab/steps/spec"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 var specCommand = &cli.Command{
@@ -66,7 +67,7 @@ Example:
 		&cli.StringFlag{Name: "cpu", Usage: "CPU limit, a Kubernetes `QUANTITY` such as 500m or 1"},
 		&cli.StringFlag{Name: "memory", Usage: "memory limit, a Kubernetes `QUANTITY` such as 128Mi"},
 		&cli.Int64Flag{Name: "pids", Usage: "most processes and threads in the container (0: no limit)"},
-		&cli.StringFlag{Name: "id", Usage: "container `ID` for runc and the cgroup /podlab/ID (default: the bundle directory's name)"},
+		&cli.StringFlag{Name: "id", Usage: "container `ID` for runc and the cgroup /podlab-<hash>/ID (default: the bundle directory's name)"},
 		&cli.BoolFlag{Name: "explain", Usage: "explain what each part of the spec makes the kernel do"},
 		podFlag(), namespaceFlag(), containerFlag(),
 	},
@@ -89,17 +90,22 @@ Example:
 		if err != nil {
 			return err
 		}
+		dir, err := stateDir(c)
+		if err != nil {
+			return err
+		}
 		s, err := spec.Generate(c.Context, cfg, bundle, spec.Options{
-			ContainerID: c.String("id"),
-			Command:     c.StringSlice("command"),
-			Args:        c.StringSlice("args"),
-			Env:         c.StringSlice("env"),
-			WorkingDir:  c.String("workdir"),
-			User:        c.String("user"),
-			Hostname:    c.String("hostname"),
-			CPU:         c.String("cpu"),
-			Memory:      c.String("memory"),
-			Pids:        c.Int64("pids"),
+			ContainerID:  c.String("id"),
+			CgroupParent: statedir.Layout{Dir: dir}.CgroupRoot(),
+			Command:      c.StringSlice("command"),
+			Args:         c.StringSlice("args"),
+			Env:          c.StringSlice("env"),
+			WorkingDir:   c.String("workdir"),
+			User:         c.String("user"),
+			Hostname:     c.String("hostname"),
+			CPU:          c.String("cpu"),
+			Memory:       c.String("memory"),
+			Pids:         c.Int64("pids"),
 		})
 		if errors.Is(err, spec.ErrNoRootfs) {
 			return fmt.Errorf("%w (run `podlab unpack %s --bundle %s` first)", err, ref, bundle)
@@ -141,7 +147,7 @@ func imageConfig(c *cli.Context, ref string) (*v1.ConfigFile, error) {
 }
 
 // containerID is the id the spec was generated for: the last element of
-// its cgroupsPath (/podlab/<id>).
+// its cgroupsPath (/podlab-<hash>/<id>).
 func containerID(s *specs.Spec) string {
 	if s.Linux == nil {
 		return ""
