@@ -24,9 +24,9 @@ import (
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/lessons"
 	"github.com/podlab/podlab/steps/apiserver"
-	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/lesson"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // blockTimeout bounds each sh block: a kubelet's --once pass pulls and
@@ -504,7 +504,7 @@ func cleanUp(t *testing.T, podlab, runcBin, state string) {
 	roots := []root{{state, filepath.Join(state, "runc")}}
 	nodes, _ := filepath.Glob(filepath.Join(state, "nodes", "*"))
 	for _, n := range nodes {
-		roots = append(roots, root{n, kubelet.Layout{Dir: n}.RuncRoot()})
+		roots = append(roots, root{n, statedir.Runtime{Dir: n}.RuncRoot()})
 	}
 	for _, r := range roots {
 		rt := &runc.Runtime{Binary: runcBin, Root: r.runc, StateDir: r.dir}
@@ -524,12 +524,19 @@ func cleanUp(t *testing.T, podlab, runcBin, state string) {
 		}
 	}
 	unmountUnder(t, state)
-	// The pods' cgroups: /podlab/kubepods/pod<uid>, and their parents when empty.
+	// The state directory's cgroups: its root /podlab-<hash> and all under it.
 	if mounts, err := runc.HostCgroupMounts(); err == nil {
-		for _, n := range nodes {
-			pods, _ := os.ReadDir(filepath.Join(n, "bundles"))
-			for _, p := range pods {
-				_, _ = runc.RemoveCgroupDirs(mounts, kubelet.CgroupParent+"/pod"+p.Name())
+		root := statedir.Layout{Dir: state}.CgroupRoot()
+		for _, m := range mounts {
+			var dirs []string
+			filepath.WalkDir(filepath.Join(m.Mountpoint, root), func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+			for i := len(dirs) - 1; i >= 0; i-- {
+				_ = unix.Rmdir(dirs[i])
 			}
 		}
 	}

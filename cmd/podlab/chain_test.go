@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/podlab/podlab/internal/testenv"
-	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // TestDeploymentAcrossTwoNodes is issue 4's "done when": the kubelets of two
@@ -96,7 +96,7 @@ func TestDeploymentAcrossTwoNodes(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	for _, node := range []string{"node-1", "node-2"} {
-		dir := kubelet.NodeDir(state, node)
+		dir := statedir.Layout{Dir: state}.Node(node).Dir
 		for _, d := range []string{"bundles", "netns", "ipcns", "utsns", "containers", "runc"} {
 			if ents, _ := os.ReadDir(filepath.Join(dir, d)); len(ents) > 0 {
 				t.Errorf("%s/%s still holds %d entries after the delete", dir, d, len(ents))

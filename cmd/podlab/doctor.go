@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 var doctorCommand = &cli.Command{
@@ -27,6 +28,11 @@ can run there. doctor checks, and says how to fix what is missing:
   seccomp     the kernel's syscall filter (RuntimeDefault profiles)
   pigz        optional: parallel gunzip makes unpacking layers faster
 
+It then names this state directory's cgroup root, /podlab-<hash>: each state
+directory has its own (the hash is of its absolute path), so two learners, or
+a lesson and a test, on one machine never share a cgroup, and podlab reset
+removes only its own. Containers of podlab runc go at <root>/<id>; a node's
+pods at <root>/nodes/<node>/kubepods/[burstable|besteffort/]pod<uid>.
 It exits non-zero when a required check fails.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{
@@ -50,6 +56,10 @@ It exits non-zero when a required check fails.`,
 		}
 		if failed > 0 {
 			return fmt.Errorf("%d required check(s) failed: fix them as shown above", failed)
+		}
+		if dir, err := stateDir(c); err == nil {
+			l := statedir.Layout{Dir: dir}
+			fmt.Fprintf(w, "state directory %s: cgroup root %s\n", l.Dir, l.CgroupRoot())
 		}
 		fmt.Fprintln(w, "This machine can run podlab's containers.")
 		return nil

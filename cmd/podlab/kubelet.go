@@ -55,7 +55,7 @@ runtime (podlab calls its runtime packages in-process):
   unpack    the image's layers into <node>/bundles/<pod-uid>/<container>/rootfs
   spec      config.json from the PodSpec: command/args, env, workingDir,
             resources.limits, securityContext, the sandbox's namespaces,
-            cgroupsPath /podlab/kubepods/pod<uid>/<container-id>
+            cgroupsPath /podlab-<hash>/nodes/<node>/kubepods/<qos>/pod<uid>/<container-id>
   create    CreateContainer: a shim runs runc create. Event Created.
   start     StartContainer: runc start. Event Started.
 
@@ -517,20 +517,22 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 }
 
 // cgroupSummary says which cgroups went, in how many hierarchies:
-// /sys/fs/cgroup/memory/podlab/kubepods/pod1 and .../cpu/podlab/kubepods/pod1
-// are one cgroup, /podlab/kubepods/pod1, in two hierarchies.
+// /sys/fs/cgroup/memory/podlab-1a2b3c4d/nodes/n/kubepods/pod1 and
+// .../cpu/podlab-1a2b3c4d/... are one cgroup,
+// /podlab-1a2b3c4d/nodes/n/kubepods/pod1, in two hierarchies (on a pure
+// cgroup v2 machine, /sys/fs/cgroup/podlab-... is the one hierarchy).
 func cgroupSummary(dirs []string) string {
 	var paths []string
 	hier := map[string]bool{}
 	for _, d := range dirs {
-		rest := strings.TrimPrefix(d, "/sys/fs/cgroup/")
-		h, p, ok := strings.Cut(rest, "/podlab")
-		if !ok {
+		rest := "/" + strings.TrimPrefix(d, "/sys/fs/cgroup/")
+		i := strings.Index(rest, "/podlab-")
+		if i < 0 {
 			paths = append(paths, d)
 			continue
 		}
-		hier[h] = true
-		if p = "/podlab" + p; !slices.Contains(paths, p) {
+		hier[rest[:i]] = true
+		if p := rest[i:]; !slices.Contains(paths, p) {
 			paths = append(paths, p)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/podlab/podlab/internal/cliargs"
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/apiserver"
-	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // kubeletApp runs podlab with the kubelet and logs commands in it (whether
@@ -99,7 +99,7 @@ func TestKubeletCommand(t *testing.T) {
 		}
 	}
 	out = mustKubeletApp(t, state, "kubelet", "--pod", "web", "--stage", "sandbox")
-	nodeDir := kubelet.NodeDir(state, "node-1")
+	nodeDir := statedir.Layout{Dir: state}.Node("node-1").Dir
 	for _, want := range []string{
 		"pod default/web: RunPodSandbox: namespaces unshared and pinned, hostname \"web\"",
 		filepath.Join(nodeDir, "netns") + "/",

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/podlab/podlab/steps/kubelet"
 
 	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 var pullCommand = &cli.Command{
@@ -166,7 +166,7 @@ func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
 // defaultBundle is where podlab suggests, and unpack defaults, a bundle for
 // ref: <state-dir>/bundles/<name>.
 func defaultBundle(stateDir, ref string) string {
-	return filepath.Join(stateDir, "bundles", bundleName(ref))
+	return statedir.Layout{Dir: stateDir}.Bundle(bundleName(ref))
 }
 
 // bundleName suggests a bundle directory name from a reference:

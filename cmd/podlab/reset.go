@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/up"
 )
 
@@ -100,7 +101,7 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 	if len(res.Cgroups) > 0 {
 		fmt.Fprintf(w, "Removed cgroups: %s\n", cgroupSummary(res.Cgroups))
 	}
-	section("Cgroups left under "+up.CgroupRoot+" (processes still in them: containers of another state directory?)", res.BusyCgroups)
+	section("Cgroups left under "+statedir.Layout{Dir: dir}.CgroupRoot()+" (processes still in them: started outside podlab's runc roots?)", res.BusyCgroups)
 	section("Removed", res.Removed)
 	section("Kept", res.Kept)
 	if len(res.Containers)+len(res.Unmounted)+len(res.Cgroups)+len(res.Removed) == 0 {

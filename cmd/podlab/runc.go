@@ -12,6 +12,7 @@ import (
 	"github.com/podlab/podlab/steps/kubelet"
 
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 var runcCommand = &cli.Command{
@@ -51,7 +52,8 @@ and say which CRI call each step plays.
            StopContainer does before SIGKILL after the grace period.
   delete   runc delete removes runc's state and the container's cgroups
            (--force kills it first); podlab then removes containers/<id> and
-           the empty parent cgroups runc leaves behind (/podlab of /podlab/<id>).
+           the empty cgroups runc leaves behind, down to (never including) the
+           state directory's cgroup root /podlab-<hash> (podlab doctor shows it).
            This is CRI's RemoveContainer.
   logs     the container's stdout and stderr, as kubectl logs reads them.
 
@@ -325,9 +327,10 @@ var runcDeleteCommand = &cli.Command{
 	ArgsUsage: "ID [--force]",
 	Description: `runc delete removes <root>/<ID> and the container's cgroups; --force kills a
 running container first. podlab then waits for the shim to finish, removes
-containers/<ID> (log, exit.json) and the empty parent cgroups runc leaves
-behind, such as /sys/fs/cgroup/<controller>/podlab for a cgroupsPath of
-/podlab/<ID>.`,
+containers/<ID> (log, exit.json) and the empty cgroups runc leaves behind,
+but nothing at or above the state directory's cgroup root (/podlab-<hash>,
+shown by podlab doctor): another state directory's containers, and this one's
+others, are not touched.`,
 	Flags: []cli.Flag{podFlag(), namespaceFlag(), containerFlag(),
 		&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "kill the container first if it is running"},
 	},
@@ -418,11 +421,13 @@ func runcSetup(c *cli.Context) (*runc.Runtime, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	r := statedir.Layout{Dir: dir}.Runtime()
 	return &runc.Runtime{
-		Binary:    bin,
-		StateDir:  dir,
-		Shim:      []string{exe, "runc", "shim"},
-		OnCommand: traceTo(c.App.Writer),
+		Binary:       bin,
+		StateDir:     r.Dir,
+		CgroupParent: r.CgroupParent,
+		Shim:         []string{exe, "runc", "shim"},
+		OnCommand:    traceTo(c.App.Writer),
 	}, id, nil
 }
 

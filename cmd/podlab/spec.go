@@ -14,6 +14,7 @@ import (
 	"github.com/podlab/podlab/steps/kubelet"
 
 	"github.com/podlab/podlab/steps/spec"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 var specCommand = &cli.Command{
@@ -73,7 +74,7 @@ Example:
 		&cli.Int64Flag{Name: "pids", Usage: "most processes and threads in the container (0: no limit)"},
 		&cli.StringFlag{Name: "seccomp", Usage: "seccomp profile `TYPE`: RuntimeDefault (containerd's filter), Localhost (with --seccomp-profile) or Unconfined (no filter, the default)"},
 		&cli.StringFlag{Name: "seccomp-profile", Usage: "with --seccomp Localhost: the profile `FILE`, an OCI LinuxSeccomp in JSON"},
-		&cli.StringFlag{Name: "id", Usage: "container `ID` for runc and the cgroup /podlab/ID (default: the bundle directory's name)"},
+		&cli.StringFlag{Name: "id", Usage: "container `ID` for runc and the cgroup /podlab-<hash>/ID (default: the bundle directory's name)"},
 		&cli.BoolFlag{Name: "explain", Usage: "explain what each part of the spec makes the kernel do"},
 		podFlag(), namespaceFlag(), containerFlag(),
 	},
@@ -96,8 +97,13 @@ Example:
 		if err != nil {
 			return err
 		}
+		dir, err := stateDir(c)
+		if err != nil {
+			return err
+		}
 		s, err := spec.Generate(c.Context, cfg, bundle, spec.Options{
 			ContainerID:    c.String("id"),
+			CgroupParent:   statedir.Layout{Dir: dir}.CgroupRoot(),
 			Command:        c.StringSlice("command"),
 			Args:           c.StringSlice("args"),
 			Env:            c.StringSlice("env"),
@@ -150,7 +156,7 @@ func imageConfig(c *cli.Context, ref string) (*v1.ConfigFile, error) {
 }
 
 // containerID is the id the spec was generated for: the last element of
-// its cgroupsPath (/podlab/<id>).
+// its cgroupsPath (/podlab-<hash>/<id>).
 func containerID(s *specs.Spec) string {
 	if s.Linux == nil {
 		return ""

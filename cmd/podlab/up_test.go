@@ -19,8 +19,8 @@ import (
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/cliargs"
 	"github.com/podlab/podlab/internal/testenv"
-	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/registry"
+	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/up"
 )
 
@@ -121,7 +121,7 @@ func TestUp_BarePod(t *testing.T) {
 	out := mustUpApp(t, state, "", "up", "--name", "hello", "--image", "podlab/hello:1.0")
 	t.Logf("podlab up:\n%s", out)
 	checkSteps(t, out, up.PodChain[:])
-	nodeDir := kubelet.NodeDir(state, "node-1")
+	nodeDir := statedir.Layout{Dir: state}.Node("node-1").Dir
 	for _, want := range []string{
 		"podlab init: the state directory had no control plane",
 		"the image registry: started in-process on http://127.0.0.1:",
@@ -213,11 +213,11 @@ func TestUp_BarePod(t *testing.T) {
 		t.Errorf("mounts left under %s: %v", state, m)
 	}
 	for _, h := range []string{"unified", "memory", "pids", "cpu"} {
-		if d := filepath.Join("/sys/fs/cgroup", h, kubelet.CgroupParent, "pod"+uid); exists(d) {
+		if d := filepath.Join("/sys/fs/cgroup", h, statedir.Layout{Dir: state}.CgroupRoot()); exists(d) {
 			t.Errorf("cgroup %s is still there", d)
 		}
 	}
-	if d := filepath.Join("/sys/fs/cgroup", kubelet.CgroupParent, "pod"+uid); exists(d) {
+	if d := filepath.Join("/sys/fs/cgroup", statedir.Layout{Dir: state}.CgroupRoot()); exists(d) {
 		t.Errorf("cgroup %s is still there", d)
 	}
 	for _, p := range []string{"etcd", "auth", "nodes", "registry", "content"} {
@@ -325,7 +325,7 @@ type containerState struct{ Pid int }
 // runcState reads the container's pid from runc's state.json.
 func runcState(t *testing.T, state, id string) containerState {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(kubelet.NodeDir(state, "node-1"), "runc", id, "state.json"))
+	b, err := os.ReadFile(filepath.Join(statedir.Layout{Dir: state}.Node("node-1").Dir, "runc", id, "state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podlab/podlab/steps/kubelet/subpath"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 func TestExpand(t *testing.T) {
@@ -124,7 +125,7 @@ func TestDeletedPhase(t *testing.T) {
 // subPaths first): the error is a *SubPathError and the pod's status gets
 // the kubelet's text.
 func TestVolumeMounts_SubPathRefused(t *testing.T) {
-	k := &Kubelet{layout: Layout{Dir: t.TempDir()}}
+	k := &Kubelet{layout: Layout{Node: statedir.Node{Dir: t.TempDir()}}}
 	vol := t.TempDir()
 	if err := os.Symlink("/", filepath.Join(vol, "evil")); err != nil {
 		t.Fatal(err)

@@ -123,7 +123,10 @@ func New(cfg Config) (*Kubelet, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	layout := Layout{Dir: NodeDir(cfg.StateDir, cfg.Node)}
+	layout, err := NodeLayout(cfg.StateDir, cfg.Node)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(layout.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("making the node directory: %w", err)
 	}
@@ -131,13 +134,14 @@ func New(cfg Config) (*Kubelet, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt := layout.runtime(cfg.Runtime)
+	rt.Shim, rt.OnCommand = cfg.Shim, cfg.OnCommand
 	return &Kubelet{
-		cfg:    cfg,
-		node:   cfg.Node,
-		layout: layout,
-		store:  store,
-		rt: &runc.Runtime{Binary: cfg.Runtime, Root: layout.RuncRoot(), StateDir: layout.Dir,
-			Shim: cfg.Shim, OnCommand: cfg.OnCommand},
+		cfg:       cfg,
+		node:      cfg.Node,
+		layout:    layout,
+		store:     store,
+		rt:        rt,
 		client:    cfg.Client,
 		recorder:  apiserver.NewRecorder(cfg.Client, Component, cfg.Node),
 		failures:  newFailures(cfg.ImageBackOff, cfg.MaxImageBackOff),

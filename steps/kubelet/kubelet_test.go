@@ -87,12 +87,13 @@ func TestKubelet_SyncPod_RunsAndRemoves(t *testing.T) {
 
 	layout := c.kubelet.Layout()
 	var cgroups []string
-	for _, pattern := range []string{"/sys/fs/cgroup/*/podlab/kubepods/pod" + string(pod.UID), "/sys/fs/cgroup/podlab/kubepods/pod" + string(pod.UID)} {
+	podCgroup := layout.PodCgroup(pod.UID)
+	for _, pattern := range []string{"/sys/fs/cgroup/*" + podCgroup, "/sys/fs/cgroup" + podCgroup} {
 		m, _ := filepath.Glob(pattern)
 		cgroups = append(cgroups, m...)
 	}
 	if len(cgroups) == 0 {
-		t.Errorf("no pod cgroup /podlab/kubepods/pod%s", pod.UID)
+		t.Errorf("no pod cgroup %s", podCgroup)
 	}
 	artifacts := []string{
 		layout.Bundle(pod.UID, "web"),

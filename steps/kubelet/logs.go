@@ -69,7 +69,10 @@ func Logs(ctx context.Context, stateDir string, pod *corev1.Pod, w io.Writer, op
 	if !found {
 		return nil, fmt.Errorf("%w: container %s is not valid for pod %s (choose one of: [%s])", ErrNoSuchContainer, src.Container, pod.Name, strings.Join(names, " "))
 	}
-	layout := Layout{Dir: NodeDir(stateDir, pod.Spec.NodeName)}
+	layout, err := NodeLayout(stateDir, pod.Spec.NodeName)
+	if err != nil {
+		return nil, err
+	}
 	all, err := layout.runs()
 	if err != nil {
 		return nil, err
@@ -95,7 +98,7 @@ func Logs(ctx context.Context, stateDir string, pod *corev1.Pod, w io.Writer, op
 		return nil, fmt.Errorf("%w: container %q in pod %q is waiting to start: %s", ErrNoLogs, src.Container, pod.Name, reason)
 	}
 	src.ContainerID = runs[want].id
-	rt := &runc.Runtime{Root: layout.RuncRoot(), StateDir: layout.Dir}
+	rt := layout.runtime("")
 	src.Path = rt.LogPath(src.ContainerID)
 	err = rt.Logs(ctx, src.ContainerID, w, runc.LogsOptions{Follow: opts.Follow && !opts.Previous, Timestamps: opts.Timestamps})
 	if errors.Is(err, context.Canceled) {

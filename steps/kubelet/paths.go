@@ -9,13 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
-
-// CgroupParent is the cgroup under which every pod of every podlab node
-// lives, as /kubepods does under a real kubelet: a pod's containers are in
-// /podlab/kubepods/pod<uid>/<container-id>.
-const CgroupParent = "/podlab/kubepods"
 
 // Annotations on a container's config.json, with the names the kubelet gives
 // its containers' labels: they tie the bundle to the pod and to the restart
@@ -31,61 +27,54 @@ const (
 	AnnotationImageID = "io.podlab.image.id"
 )
 
-// NodeDir is the directory of node's runtime under podlab's state directory.
-func NodeDir(stateDir, node string) string {
-	return filepath.Join(stateDir, "nodes", node)
+// NodeLayout is the layout of node's runtime under the state directory
+// stateDir (made absolute, so the cgroup root does not depend on the
+// working directory).
+func NodeLayout(stateDir, node string) (Layout, error) {
+	l, err := statedir.New(stateDir)
+	if err != nil {
+		return Layout{}, err
+	}
+	return Layout{Node: l.Node(node)}, nil
 }
 
-// Layout is where a node's runtime keeps its files (see the package doc).
+// Layout is where a node's runtime keeps its files and cgroups (see the
+// package doc and steps/statedir); the kubelet adds pod-shaped helpers.
 type Layout struct {
-	Dir string // <state>/nodes/<node>
+	statedir.Node
 }
-
-// ContentDir is the node's content store.
-func (l Layout) ContentDir() string { return pull.StoreDir(l.Dir) }
-
-// RuncRoot is runc's --root for the node's containers.
-func (l Layout) RuncRoot() string { return filepath.Join(l.Dir, "runc") }
-
-// ContainersDir holds podlab's per-container files (log, exit code).
-func (l Layout) ContainersDir() string { return filepath.Join(l.Dir, "containers") }
-
-// SeccompDir holds the node's seccomp profiles, as the kubelet's
-// --seccomp-profile-root (/var/lib/kubelet/seccomp): a pod's Localhost
-// profile "profiles/audit.json" is <SeccompDir>/profiles/audit.json.
-func (l Layout) SeccompDir() string { return filepath.Join(l.Dir, "seccomp") }
 
 // PodBundles is the directory of a pod's bundles.
-func (l Layout) PodBundles(uid types.UID) string {
-	return filepath.Join(l.Dir, "bundles", string(uid))
-}
+func (l Layout) PodBundles(uid types.UID) string { return l.Node.PodBundles(string(uid)) }
 
 // Bundle is the bundle of one of a pod's containers.
 func (l Layout) Bundle(uid types.UID, container string) string {
-	return filepath.Join(l.PodBundles(uid), container)
+	return l.Node.Bundle(string(uid), container)
 }
 
 // PodDir holds a pod's volumes, as /var/lib/kubelet/pods/<uid>.
-func (l Layout) PodDir(uid types.UID) string {
-	return filepath.Join(l.Dir, "pods", string(uid))
-}
+func (l Layout) PodDir(uid types.UID) string { return l.Node.PodDir(string(uid)) }
 
 // EmptyDir is the directory of an emptyDir volume.
 func (l Layout) EmptyDir(uid types.UID, volume string) string {
-	return filepath.Join(l.PodDir(uid), "volumes", "kubernetes.io~empty-dir", volume)
+	return l.Node.EmptyDir(string(uid), volume)
+}
+
+// Runtime is the node's runc, with the given binary.
+func (l Layout) runtime(binary string) *runc.Runtime {
+	r := l.Node.Runtime()
+	return &runc.Runtime{Binary: binary, Root: r.RuncRoot(), StateDir: r.Dir, CgroupParent: r.CgroupParent}
 }
 
 // SubPathsDir holds the bind mounts of a pod's volumeMounts with a subPath,
 // as /var/lib/kubelet/pods/<uid>/volume-subpaths.
-func (l Layout) SubPathsDir(uid types.UID) string {
-	return filepath.Join(l.PodDir(uid), "volume-subpaths")
-}
+func (l Layout) SubPathsDir(uid types.UID) string { return l.Node.SubPathsDir(string(uid)) }
 
 // SubPath is where the kubelet bind-mounts the subPath of a container's
 // index-th volumeMount, resolved inside its volume: the runtime is given
 // this path, never the volume's own path joined with the subPath.
 func (l Layout) SubPath(uid types.UID, volume, container string, index int) string {
-	return filepath.Join(l.SubPathsDir(uid), volume, container, strconv.Itoa(index))
+	return l.Node.SubPath(string(uid), volume, container, index)
 }
 
 // Namespace kinds a pod sandbox pins, and the directories their bind
@@ -104,7 +93,7 @@ var sandboxNamespaces = []struct {
 func (l Layout) NamespacePath(kind string, uid types.UID) string {
 	for _, ns := range sandboxNamespaces {
 		if ns.kind == kind {
-			return filepath.Join(l.Dir, ns.dir, string(uid))
+			return filepath.Join(l.NamespaceDir(ns.dir), string(uid))
 		}
 	}
 	return ""
@@ -149,9 +138,14 @@ func ParseContainerID(id string) (ContainerName, bool) {
 	return ContainerName{Container: f[1], Pod: f[2], Namespace: f[3], UID: types.UID(f[4]), RestartCount: n}, true
 }
 
-// CgroupsPath is a container's cgroup.
-func CgroupsPath(uid types.UID, containerID string) string {
-	return CgroupParent + "/pod" + string(uid) + "/" + containerID
+// PodCgroup is a pod's cgroup: <node cgroup root>/kubepods/pod<uid>.
+func (l Layout) PodCgroup(uid types.UID) string {
+	return l.KubepodsCgroup() + "/pod" + string(uid)
+}
+
+// CgroupsPath is a container's cgroup, under its pod's.
+func (l Layout) CgroupsPath(uid types.UID, containerID string) string {
+	return l.PodCgroup(uid) + "/" + containerID
 }
 
 // RuntimeContainerID is the status's containerID: runc://<id>, as

@@ -94,7 +94,7 @@ func (k *Kubelet) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.
 	sb := k.layout.observeSandbox(pod)
 	opt := []oci.SpecOpts{
 		withSandboxNamespaces(pod, sb),
-		withCgroupsPath(CgroupsPath(pod.UID, id)),
+		withCgroupsPath(k.layout.CgroupsPath(pod.UID, id)),
 		withCPURequest(c.Resources.Requests),
 		withSecurityContext(sc),
 		seccomp, // after the capabilities: the default profile follows them

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"time"
@@ -376,9 +375,9 @@ func (k *Kubelet) cleanupOrphans(ctx context.Context, pods []*corev1.Pod) error 
 	for _, r := range runs {
 		found[r.name.UID] = true
 	}
-	dirs := []string{filepath.Join(k.layout.Dir, "bundles"), filepath.Join(k.layout.Dir, "pods")}
+	dirs := []string{k.layout.BundlesDir(), k.layout.PodsDir()}
 	for _, ns := range sandboxNamespaces {
-		dirs = append(dirs, filepath.Join(k.layout.Dir, ns.dir))
+		dirs = append(dirs, k.layout.NamespaceDir(ns.dir))
 	}
 	for _, d := range dirs {
 		ents, _ := os.ReadDir(d)

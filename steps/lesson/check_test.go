@@ -31,6 +31,8 @@ import (
 	"github.com/podlab/podlab/steps/lesson"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/store"
+
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // results maps each check's name to its result.
@@ -345,7 +347,7 @@ func helloBundle(t *testing.T, state string) string {
 	writeSpec(t, b, &specs.Spec{
 		Process: &specs.Process{Args: []string{"/hello"}, NoNewPrivileges: true,
 			Capabilities: &specs.LinuxCapabilities{Bounding: []string{"CAP_CHOWN"}}},
-		Linux: &specs.Linux{CgroupsPath: "/podlab/hello", Resources: &specs.LinuxResources{
+		Linux: &specs.Linux{CgroupsPath: statedir.Layout{Dir: filepath.Dir(filepath.Dir(b))}.CgroupRoot() + "/hello", Resources: &specs.LinuxResources{
 			Memory: &specs.LinuxMemory{Limit: &mem},
 			Pids:   &specs.LinuxPids{Limit: &pids},
 			CPU:    &specs.LinuxCPU{Quota: &quota},
@@ -426,7 +428,12 @@ func TestCheck_Bundle(t *testing.T) {
 			s := readSpec(t, b)
 			s.Linux.CgroupsPath = "/elsewhere"
 			writeSpec(t, b, s)
-		}, []string{"cgroupsPath is /podlab/hello"}},
+		}, []string{"cgroupsPath is <state cgroup root>/hello"}},
+		{"the cgroup every state directory once shared", 8, func(t *testing.T, b string) {
+			s := readSpec(t, b)
+			s.Linux.CgroupsPath = "/podlab/hello"
+			writeSpec(t, b, s)
+		}, []string{"cgroupsPath is <state cgroup root>/hello"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -312,8 +312,8 @@ func kubeletChecks() []check {
 			if err != nil {
 				return err
 			}
-			layout := kubelet.Layout{Dir: kubelet.NodeDir(p.env.StateDir, checkNode)}
-			rt := &runc.Runtime{Binary: p.runtime(), Root: layout.RuncRoot(), StateDir: layout.Dir}
+			r := p.layout().Node(checkNode).Runtime()
+			rt := &runc.Runtime{Binary: p.runtime(), Root: r.RuncRoot(), StateDir: r.Dir, CgroupParent: r.CgroupParent}
 			for _, cs := range pod.Status.ContainerStatuses {
 				id, ok := strings.CutPrefix(cs.ContainerID, "runc://")
 				if !ok {

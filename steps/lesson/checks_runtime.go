@@ -22,6 +22,7 @@ import (
 
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // The container the runtime lessons (07 to 09) make, and its limits.
@@ -30,8 +31,13 @@ const (
 	helloMemory = 64 << 20 // --memory 64Mi
 	helloPids   = 64       // --pids 64
 	helloQuota  = 50000    // --cpu 500m: 50000µs per 100000µs
-	helloCgroup = "/podlab/hello"
 )
+
+// layout is the probed state directory's layout.
+func (p *probe) layout() statedir.Layout { return statedir.Layout{Dir: filepath.Clean(p.env.StateDir)} }
+
+// helloCgroup is the cgroup of lesson 09's container: <cgroup root>/hello.
+func (p *probe) helloCgroup() string { return p.layout().CgroupRoot() + "/" + helloID }
 
 // runtime is the OCI runtime binary, "" when none is found (runc.Doctor
 // reports that; runc commands fail with it).
@@ -40,11 +46,11 @@ func (p *probe) runtime() string {
 	return bin
 }
 
-func (p *probe) bundle() string { return filepath.Join(p.env.StateDir, "bundles", helloID) }
+func (p *probe) bundle() string { return p.layout().Bundle(helloID) }
 
 // store opens the content store, without making one where there is none.
 func (p *probe) store() (*pull.Store, error) {
-	dir := pull.StoreDir(p.env.StateDir)
+	dir := p.layout().ContentDir()
 	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
 		return nil, fail("no content store at %s: pull an image, `podlab pull nginx --registry-mirror http://$REGISTRY`", dir)
 	}
@@ -220,13 +226,13 @@ func specChecks() []check {
 			}
 			return nil
 		}},
-		{"cgroupsPath is " + helloCgroup, func(ctx context.Context, p *probe) error {
+		{"cgroupsPath is <state cgroup root>/" + helloID, func(ctx context.Context, p *probe) error {
 			s, err := read(p)
 			if err != nil {
 				return err
 			}
-			if s.Linux == nil || s.Linux.CgroupsPath != helloCgroup {
-				return fail("linux.cgroupsPath is not %s: %s", helloCgroup, write)
+			if s.Linux == nil || s.Linux.CgroupsPath != p.helloCgroup() {
+				return fail("linux.cgroupsPath is not %s (the state directory's cgroup root, `podlab doctor` shows it): %s", p.helloCgroup(), write)
 			}
 			return nil
 		}},
@@ -237,7 +243,8 @@ func specChecks() []check {
 func runcChecks() []check {
 	start := "`podlab runc create hello --bundle $PODLAB_STATE_DIR/bundles/hello`, then `podlab runc start hello`"
 	state := func(ctx context.Context, p *probe) (*runc.State, error) {
-		rt := &runc.Runtime{Binary: p.runtime(), StateDir: p.env.StateDir}
+		r := p.layout().Runtime()
+		rt := &runc.Runtime{Binary: p.runtime(), StateDir: r.Dir, CgroupParent: r.CgroupParent}
 		st, err := rt.State(ctx, helloID)
 		if errors.Is(err, runc.ErrContainerNotFound) {
 			return nil, fail("no container hello: %s", start)
@@ -319,16 +326,19 @@ func procStatus(pid int) (map[string]string, error) {
 // keptByReset reports whether cleaning up leaves name in the state
 // directory: the demo images `make images` built, and the .deb files it
 // downloaded.
-func keptByReset(name string) bool { return name == "demo-images" || name == "cache" }
+func keptByReset(name string) bool { return slices.Contains(statedir.KeptEntries(), name) }
 
 // 13: cleanup.
 func cleanupChecks() []check {
 	return []check{
 		{"no container is left in runc", func(ctx context.Context, p *probe) error {
-			roots := []string{filepath.Join(p.env.StateDir, "runc")}
-			nodes, _ := filepath.Glob(filepath.Join(p.env.StateDir, "nodes", "*", "runc"))
+			roots := []string{p.layout().Runtime().RuncRoot()}
+			nodes, _ := p.layout().Nodes()
+			for _, n := range nodes {
+				roots = append(roots, n.RuncRoot())
+			}
 			var left []string
-			for _, root := range append(roots, nodes...) {
+			for _, root := range roots {
 				entries, _ := os.ReadDir(root)
 				for _, e := range entries {
 					if e.IsDir() {

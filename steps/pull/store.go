@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sys/unix"
+
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // Annotations podlab writes on each index.json entry.
@@ -45,7 +47,7 @@ type Store struct {
 }
 
 // StoreDir is where the content store lives under podlab's state directory.
-func StoreDir(stateDir string) string { return filepath.Join(stateDir, "content") }
+func StoreDir(stateDir string) string { return statedir.Layout{Dir: stateDir}.ContentDir() }
 
 // OpenStore opens the OCI image layout at dir, creating an empty one (an
 // oci-layout file, an empty index.json, blobs/sha256/) if dir has none.

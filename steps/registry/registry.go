@@ -27,7 +27,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +34,8 @@ import (
 	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // Errors returned while starting a registry or loading images into it.
@@ -49,10 +50,10 @@ var (
 )
 
 // BlobDir is where the registry of the state directory stateDir keeps blobs.
-func BlobDir(stateDir string) string { return filepath.Join(stateDir, "registry") }
+func BlobDir(stateDir string) string { return statedir.Layout{Dir: stateDir}.RegistryDir() }
 
 // ImagesDir is the OCI layout of the demo images (`make images` writes it).
-func ImagesDir(stateDir string) string { return filepath.Join(stateDir, "demo-images") }
+func ImagesDir(stateDir string) string { return statedir.Layout{Dir: stateDir}.DemoImagesDir() }
 
 // Options configure a registry server.
 type Options struct {

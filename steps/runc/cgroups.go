@@ -406,15 +406,31 @@ func ReadProcessCgroup(mounts []CgroupMount, pid int) (*Cgroup, error) {
 }
 
 // RemoveCgroupDirs removes the empty cgroup directories that are left of
-// path (a linux.cgroupsPath such as /podlab/web) in every hierarchy: the leaf
-// and then each parent that became empty, up to the hierarchy's root. runc
-// removes only what it created for the container, and not always that;
-// a parent like /podlab stays behind. A cgroup still in use (with processes or
-// other children) is kept. It returns the directories it removed.
+// path (a linux.cgroupsPath such as /podlab-1a2b3c4d/web) in every
+// hierarchy: the leaf and then each parent that became empty, up to the
+// hierarchy's root. runc removes only what it created for the container,
+// and not always that. A cgroup still in use (with processes or other
+// children) is kept. It returns the directories it removed.
 func RemoveCgroupDirs(mounts []CgroupMount, path string) ([]string, error) {
+	return RemoveCgroupDirsBelow(mounts, path, "/")
+}
+
+// RemoveCgroupDirsBelow is RemoveCgroupDirs that stops at parent: it
+// removes path and the parents it emptied strictly below parent, never
+// parent or what is above it (another state directory's, or a pod's cgroup
+// with its settings). An empty parent removes path alone; a path not under
+// parent is refused.
+func RemoveCgroupDirsBelow(mounts []CgroupMount, path, parent string) ([]string, error) {
 	path = filepath.Clean("/" + path)
 	if path == "/" {
 		return nil, nil
+	}
+	stop := filepath.Dir(path) // empty parent: the leaf alone
+	if parent != "" {
+		stop = filepath.Clean("/" + parent)
+		if stop != "/" && !strings.HasPrefix(path, stop+"/") {
+			return nil, fmt.Errorf("removing cgroup %s: it is not under %s, the runtime's cgroup parent: left alone", path, stop)
+		}
 	}
 	var removed []string
 	var errs []error
@@ -423,7 +439,8 @@ func RemoveCgroupDirs(mounts []CgroupMount, path string) ([]string, error) {
 			continue
 		}
 		top := filepath.Clean(m.Mountpoint)
-		for d := m.dir(path); d != top && strings.HasPrefix(d, top+string(filepath.Separator)); d = filepath.Dir(d) {
+		limit := m.dir(stop)
+		for d := m.dir(path); d != top && d != limit && strings.HasPrefix(d, top+string(filepath.Separator)); d = filepath.Dir(d) {
 			err := unix.Rmdir(d)
 			if err == nil {
 				removed = append(removed, d)

@@ -308,6 +308,30 @@ func TestRemoveCgroupDirs(t *testing.T) {
 	}
 }
 
+func TestRemoveCgroupDirsBelow(t *testing.T) {
+	root := fakeTree(t, map[string]string{
+		"memory/podlab-aa/nodes/n/kubepods/pod1/c1/": "",
+		"memory/podlab-bb/web/":                      "", // another state directory's
+	})
+	ms := mounts(t, root, v1Mountinfo)
+	removed, err := runc.RemoveCgroupDirsBelow(ms, "/podlab-aa/nodes/n/kubepods/pod1/c1", "/podlab-aa/nodes/n/kubepods/pod1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(root, "memory/podlab-aa/nodes/n/kubepods/pod1/c1")}; !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q: the pod's cgroup stays", removed, want)
+	}
+	if _, err := runc.RemoveCgroupDirsBelow(ms, "/podlab-bb/web", "/podlab-aa"); err == nil {
+		t.Error("removed a cgroup outside the runtime's parent")
+	}
+	if _, err := os.Stat(filepath.Join(root, "memory/podlab-bb/web")); err != nil {
+		t.Errorf("another state directory's cgroup is gone: %v", err)
+	}
+	if removed, _ := runc.RemoveCgroupDirsBelow(ms, "/podlab-aa/nodes/n/kubepods/pod1", ""); len(removed) != 1 {
+		t.Errorf("no parent: removed %q, want the leaf alone", removed)
+	}
+}
+
 // TestReadProcessCgroup_Host reads this test's own cgroups from the real
 // kernel: whatever the layout, the memory and pids files exist somewhere.
 func TestReadProcessCgroup_Host(t *testing.T) {

@@ -43,6 +43,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
+
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // Runtime runs containers with an OCI runtime binary.
@@ -53,8 +55,16 @@ type Runtime struct {
 	// Root is runc's --root, where it keeps each container's state.json.
 	// Empty means <StateDir>/runc: a private root, never runc's shared /run/runc.
 	Root string
-	// StateDir is podlab's state directory; containers/<id>/ is under it.
+	// StateDir is podlab's state directory (or a node's directory);
+	// containers/<id>/ is under it (see steps/statedir).
 	StateDir string
+	// CgroupParent is the cgroup this runtime's containers are under (the
+	// state directory's cgroup root, or a node's kubepods). Delete removes a
+	// container's cgroup and the parents it emptied below CgroupParent,
+	// never CgroupParent or anything above it: those may be another
+	// runtime's, or hold a pod's settings. Empty: only the container's own
+	// cgroup.
+	CgroupParent string
 	// Shim is the command line that starts podlab's shim: a program whose
 	// main calls ShimMain when ShimConfigEnv is set, for instance
 	// {"/usr/local/bin/podlab", "runc", "shim"}. Create needs it.
@@ -105,12 +115,12 @@ func (r *Runtime) RootDir() string {
 	if r.Root != "" {
 		return r.Root
 	}
-	return filepath.Join(r.StateDir, "runc")
+	return statedir.Runtime{Dir: r.StateDir}.RuncRoot()
 }
 
 // ContainerDir is podlab's directory for the container: log, exit code, shim pid.
 func (r *Runtime) ContainerDir(id string) string {
-	return filepath.Join(r.StateDir, "containers", id)
+	return statedir.Runtime{Dir: r.StateDir}.ContainerDir(id)
 }
 
 // LogPath is the container's CRI log file.
@@ -712,7 +722,7 @@ type Deleted struct {
 // Delete does what CRI's RemoveContainer makes the runtime do: `runc delete`
 // (with force, it kills a running container first) removes runc's state and
 // the container's cgroups; then podlab removes containers/<id> and the empty
-// parent cgroups runc leaves behind (the /podlab of /podlab/<id>).
+// parent cgroups runc leaves behind below r.CgroupParent.
 func (r *Runtime) Delete(ctx context.Context, id string, force bool) (*Deleted, error) {
 	if err := r.mustExist(id); err != nil {
 		return nil, err
@@ -747,7 +757,7 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) (*Deleted, 
 		}
 		if !strings.Contains(path, ":") { // not systemd's slice:prefix:name
 			if mounts, err := HostCgroupMounts(); err == nil {
-				d.Cgroups, d.CgroupErr = RemoveCgroupDirs(mounts, path)
+				d.Cgroups, d.CgroupErr = RemoveCgroupDirsBelow(mounts, path, r.CgroupParent)
 			}
 		}
 	}

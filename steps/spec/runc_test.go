@@ -206,8 +206,8 @@ func cleanupContainer(t *testing.T, runc, root, id string) {
 		!strings.Contains(string(out), "does not exist") {
 		t.Logf("runc delete: %v: %s", err, out)
 	}
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", strings.TrimPrefix(CgroupParent, "/"), id))
-	dirs = append(dirs, filepath.Join("/sys/fs/cgroup", strings.TrimPrefix(CgroupParent, "/"), id))
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", strings.TrimPrefix(DefaultCgroupParent, "/"), id))
+	dirs = append(dirs, filepath.Join("/sys/fs/cgroup", strings.TrimPrefix(DefaultCgroupParent, "/"), id))
 	for _, d := range dirs {
 		if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
 			t.Errorf("removing cgroup %s: %v", d, err)

@@ -41,9 +41,12 @@ const (
 	// Namespace is the containerd namespace podlab generates specs in.
 	Namespace = "podlab"
 
-	// CgroupParent is the cgroup every podlab container lives under:
-	// linux.cgroupsPath is CgroupParent/<container-id>.
-	CgroupParent = "/podlab"
+	// DefaultCgroupParent is the cgroup a container lives under when
+	// Options.CgroupParent is empty: linux.cgroupsPath is
+	// <parent>/<container-id>. podlab's commands always pass their state
+	// directory's own cgroup root (steps/statedir), so that two state
+	// directories never share cgroups.
+	DefaultCgroupParent = "/podlab"
 
 	// RootfsDir is the bundle's root filesystem, relative to the bundle, as
 	// root.path says it: the bundle can be moved without rewriting the spec.
@@ -62,6 +65,10 @@ type Options struct {
 	// ContainerID names the container for runc and its cgroup; default: the
 	// base name of the bundle directory.
 	ContainerID string
+
+	// CgroupParent is the cgroup the container goes under (a state
+	// directory's cgroup root, /podlab-<hash>); default DefaultCgroupParent.
+	CgroupParent string
 
 	// Command replaces the image ENTRYPOINT, and the image CMD is then
 	// ignored (a PodSpec's command).
@@ -137,7 +144,7 @@ func Generate(ctx context.Context, cfg *v1.ConfigFile, bundleDir string, opts Op
 		WithRelativeRootfs(),
 		WithCgroupNamespace(),
 		WithCgroupfsMount(),
-		WithCgroupsPath(CgroupParent, id),
+		WithCgroupsPath(firstNonEmpty(opts.CgroupParent, DefaultCgroupParent), id),
 		WithHostname(hostname),
 		WithProcessArgs(img.Entrypoint, img.Cmd, opts.Command, opts.Args),
 		WithEnv(img.Env, opts.Env),

@@ -12,12 +12,14 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // Path is where podlab keeps the store under its state directory:
 // <state-dir>/etcd/store.db.
 func Path(stateDir string) string {
-	return filepath.Join(stateDir, "etcd", "store.db")
+	return statedir.Layout{Dir: stateDir}.StoreFile()
 }
 
 // Defaults of the options.

@@ -18,8 +18,8 @@ import (
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
 	"github.com/podlab/podlab/steps/apiserver/rbac"
-	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // ExecOptions say what to run where.
@@ -128,7 +128,11 @@ func TargetOf(stateDir string, pod *corev1.Pod, container string) (*ExecTarget, 
 		return nil, fmt.Errorf("%w: container %s of pod %s has containerID %q, not one of podlab's runtime", ErrNoContainer, t.Container, pod.Name, cs.ContainerID)
 	}
 	t.ContainerID = id
-	layout := kubelet.Layout{Dir: kubelet.NodeDir(stateDir, t.Node)}
-	t.NodeDir, t.RuncRoot = layout.Dir, layout.RuncRoot()
+	layout, err := statedir.New(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	n := layout.Node(t.Node)
+	t.NodeDir, t.RuncRoot = n.Dir, n.RuncRoot()
 	return t, nil
 }

@@ -149,7 +149,7 @@ func (u *upRun) runPod(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod,
 		fmt.Sprintf("it looked at the node: %s; image %s %s (imagePullPolicy %s); %s; %s",
 			sandboxState(st), cs.Ref, presence(cs.Present), cs.Policy, bundleState(cs), runsState(cs)),
 		fmt.Sprintf("next: %s (%s): %s", next.Name, next.Name.CRI(), next.Why),
-		fmt.Sprintf("then, for container %s: pull, unpack, spec, create, start; its cgroup will be under %s/pod%s", ctr.Name, kubelet.CgroupParent, pod.UID),
+		fmt.Sprintf("then, for container %s: pull, unpack, spec, create, start; its cgroup will be under %s", ctr.Name, k.Layout().PodCgroup(pod.UID)),
 	}
 	if len(pod.Spec.Containers) > 1 {
 		did = append(did, fmt.Sprintf("(podlab up follows the first of its %d containers)", len(pod.Spec.Containers)))

@@ -22,22 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
-
-// What podlab makes at the top of a state directory.
-var (
-	// resetEntries are removed by Reset.
-	resetEntries = []string{"nodes", "containers", "runc", "bundles", "content", "registry", "etcd", "auth"}
-	// keptEntries are kept unless ResetOptions.All: they take a while to
-	// make again (make images, the .deb downloads).
-	keptEntries = []string{"demo-images", "cache"}
-	// markers are what makes a directory podlab's: one of them must exist.
-	markers = []string{"etcd", "nodes", "content"}
-)
-
-// CgroupRoot is the cgroup under which podlab puts every container (the
-// kubelet's /podlab/kubepods/pod<uid>/<id>, runc's /podlab/<id>).
-const CgroupRoot = "/podlab"
 
 // ResetOptions say what Reset removes.
 type ResetOptions struct {
@@ -48,9 +34,6 @@ type ResetOptions struct {
 	Runtime string
 	// OnCommand receives every runc command line.
 	OnCommand func(argv []string)
-	// CgroupRoot is the cgroup whose empty descendants are removed
-	// (default CgroupRoot, /podlab).
-	CgroupRoot string
 }
 
 // ResetResult is what Reset removed.
@@ -62,9 +45,10 @@ type ResetResult struct {
 	// namespace files) that were unmounted.
 	Unmounted []string
 	// Cgroups are the cgroup directories removed, in every hierarchy
-	// (with the containers, then the empty ones left under /podlab);
-	// BusyCgroups are the cgroups left because processes are still in
-	// them (each once, whatever the hierarchies: /podlab/kubepods/pod1/c1).
+	// (with the containers, then the state directory's cgroup root,
+	// /podlab-<hash>, and what is left under it); BusyCgroups are the
+	// cgroups left because processes are still in them (each once, whatever
+	// the hierarchies: /podlab-<hash>/nodes/n/kubepods/pod1/c1).
 	Cgroups     []string
 	BusyCgroups []string
 	// Removed are the files and directories removed; Kept those left, with
@@ -91,32 +75,39 @@ func CheckStateDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%w: %s is not a directory", ErrNotStateDir, abs)
 	}
-	for _, m := range markers {
+	for _, m := range statedir.Markers() {
 		if fi, err := os.Stat(filepath.Join(abs, m)); err == nil && fi.IsDir() {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s has no %s/ inside: nothing of podlab's to remove (is --state-dir right?)", ErrNotStateDir, abs, strings.Join(markers, "/, "))
+	return fmt.Errorf("%w: %s has no %s/ inside: nothing of podlab's to remove (is --state-dir right?)", ErrNotStateDir, abs, strings.Join(statedir.Markers(), "/, "))
 }
 
 // Reset removes what podlab made under opts.StateDir: every container
 // (runc kill and delete, under every node's runc root and the top-level
-// one), the mounts under the directory (unmounted first), the empty
-// cgroups under /podlab in every hierarchy, then the store, the tokens,
+// one), the mounts under the directory (unmounted first), the state
+// directory's own cgroup root (/podlab-<hash>, see steps/statedir) in every
+// hierarchy, then the store, the tokens,
 // the content stores, bundles and node directories. The demo images and
 // the .deb cache stay unless opts.All. Entries podlab does not make are
-// left alone.
+// left alone, and so is everything of another state directory: its
+// containers (another runc root), mounts (another path) and cgroups
+// (another root).
 func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 	if err := CheckStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}
-	dir, _ := filepath.Abs(opts.StateDir)
+	layout, err := statedir.New(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	dir := layout.Dir
 	res := &ResetResult{}
 	var errs []error
 
 	// 1. The containers: runc delete --force kills each, removes runc's
 	// state and its cgroups; podlab's containers/<id> goes with it.
-	for _, rt := range runtimes(dir, opts) {
+	for _, rt := range runtimes(layout, opts) {
 		ids, err := containerIDs(rt)
 		if err != nil {
 			errs = append(errs, err)
@@ -160,12 +151,10 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		}
 	}
 
-	// 3. The cgroups under /podlab, in every hierarchy: empty ones go
-	// (rmdir is the only way to remove a cgroup; one with processes stays).
-	cgroupRoot := opts.CgroupRoot
-	if cgroupRoot == "" {
-		cgroupRoot = CgroupRoot
-	}
+	// 3. The state directory's cgroup root, in every hierarchy: empty
+	// cgroups go (rmdir is the only way to remove a cgroup; one with
+	// processes stays). Nothing outside the root is touched.
+	cgroupRoot := layout.CgroupRoot()
 	if cgm, err := runc.HostCgroupMounts(); err == nil {
 		busy := map[string]bool{}
 		for _, m := range cgm {
@@ -186,7 +175,7 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		switch {
-		case slices.Contains(resetEntries, e.Name()) || (opts.All && slices.Contains(keptEntries, e.Name())):
+		case slices.Contains(statedir.ResetEntries(), e.Name()) || (opts.All && slices.Contains(statedir.KeptEntries(), e.Name())):
 			// Never remove through a mount: it would remove the files of
 			// what is mounted (a hostPath volume, the host's /).
 			if left, _ := mountsUnder(p); len(left) > 0 {
@@ -199,7 +188,7 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 				continue
 			}
 			res.Removed = append(res.Removed, p)
-		case slices.Contains(keptEntries, e.Name()):
+		case slices.Contains(statedir.KeptEntries(), e.Name()):
 			res.Kept = append(res.Kept, p+" (kept: reset --all removes it too)")
 		default:
 			res.Kept = append(res.Kept, p+" (not podlab's: left alone)")
@@ -210,14 +199,16 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 
 // runtimes are the runc roots of the state directory: the top-level one
 // (podlab runc create) and every node's (the kubelets').
-func runtimes(dir string, opts ResetOptions) []*runc.Runtime {
-	rts := []*runc.Runtime{{Binary: opts.Runtime, StateDir: dir, OnCommand: opts.OnCommand}}
-	nodes, _ := os.ReadDir(filepath.Join(dir, "nodes"))
+func runtimes(layout statedir.Layout, opts ResetOptions) []*runc.Runtime {
+	dirs := []statedir.Runtime{layout.Runtime()}
+	nodes, _ := layout.Nodes()
 	for _, n := range nodes {
-		if n.IsDir() {
-			nd := filepath.Join(dir, "nodes", n.Name())
-			rts = append(rts, &runc.Runtime{Binary: opts.Runtime, Root: filepath.Join(nd, "runc"), StateDir: nd, OnCommand: opts.OnCommand})
-		}
+		dirs = append(dirs, n.Runtime())
+	}
+	var rts []*runc.Runtime
+	for _, d := range dirs {
+		rts = append(rts, &runc.Runtime{Binary: opts.Runtime, Root: d.RuncRoot(), StateDir: d.Dir,
+			CgroupParent: d.CgroupParent, OnCommand: opts.OnCommand})
 	}
 	return rts
 }
@@ -226,7 +217,7 @@ func runtimes(dir string, opts ResetOptions) []*runc.Runtime {
 func containerIDs(rt *runc.Runtime) ([]string, error) {
 	seen := map[string]bool{}
 	var ids []string
-	for _, d := range []string{rt.RootDir(), filepath.Join(rt.StateDir, "containers")} {
+	for _, d := range []string{rt.RootDir(), (statedir.Runtime{Dir: rt.StateDir}).ContainersDir()} {
 		ents, err := os.ReadDir(d)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err

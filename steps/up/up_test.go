@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 func TestChain_Numbering(t *testing.T) {
@@ -204,11 +205,11 @@ func TestReset_Files(t *testing.T) {
 			}
 			t.Cleanup(func() { unix.Unmount(target, unix.MNT_DETACH) })
 
-			// A cgroup of the test's own stands for /podlab: empty cgroups
-			// under it go, the machine's /podlab is not touched.
-			cgRoot := fmt.Sprintf("/podlab-test-%d", os.Getpid())
-			made := makeCgroups(t, cgRoot+"/kubepods/pod1/c1")
-			res, err := Reset(context.Background(), ResetOptions{StateDir: dir, All: all, Runtime: "/bin/true", CgroupRoot: cgRoot})
+			// The state directory's own cgroup root (the directory is the
+			// test's temporary one): empty cgroups under it go, and it too.
+			cgRoot := statedir.Layout{Dir: dir}.CgroupRoot()
+			made := makeCgroups(t, cgRoot+"/nodes/node-1/kubepods/pod1/c1")
+			res, err := Reset(context.Background(), ResetOptions{StateDir: dir, All: all, Runtime: "/bin/true"})
 			if err != nil {
 				t.Fatalf("Reset: %v", err)
 			}
@@ -247,7 +248,7 @@ func TestReset_Files(t *testing.T) {
 				t.Errorf("Kept does not say mine/ was left alone: %v", res.Kept)
 			}
 			// Run again: nothing of podlab's left, the check refuses.
-			if _, err := Reset(context.Background(), ResetOptions{StateDir: dir, Runtime: "/bin/true", CgroupRoot: cgRoot}); !errors.Is(err, ErrNotStateDir) {
+			if _, err := Reset(context.Background(), ResetOptions{StateDir: dir, Runtime: "/bin/true"}); !errors.Is(err, ErrNotStateDir) {
 				t.Errorf("a second Reset: %v, want ErrNotStateDir", err)
 			}
 		})
@@ -449,7 +450,7 @@ func TestReset_SubPathMounts(t *testing.T) {
 			unix.Unmount(target, unix.MNT_DETACH)
 		}
 	})
-	res, err := Reset(context.Background(), ResetOptions{StateDir: dir, Runtime: "/bin/true", CgroupRoot: fmt.Sprintf("/podlab-test-%d", os.Getpid())})
+	res, err := Reset(context.Background(), ResetOptions{StateDir: dir, Runtime: "/bin/true"})
 	if err != nil {
 		t.Errorf("Reset: %v", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // ErrUnknownUser is returned by TokenFor for a name the token file does not
@@ -34,7 +36,7 @@ type Tokens struct {
 
 // Path is where podlab keeps the token file under a state directory.
 func Path(stateDir string) string {
-	return filepath.Join(stateDir, "auth", "tokens.csv")
+	return statedir.Layout{Dir: stateDir}.TokensFile()
 }
 
 // NewToken returns a random bearer token: 32 hex digits, 128 bits.

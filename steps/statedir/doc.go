@@ -1,0 +1,46 @@
+// Package statedir is the one place that knows how a podlab state
+// directory is laid out: every other package asks a Layout (or a Node of
+// it) for a path instead of joining names of its own. It imports nothing of
+// podlab, so the runtime packages (pull, unpack, spec, runc) and the control
+// plane (store, apiserver, kubelet, up) can all depend on it without
+// depending on each other.
+//
+// A state directory (podlab --state-dir, default ~/.local/share/podlab):
+//
+//	<state>/
+//	  etcd/store.db                     the API server's store (steps/store)
+//	  auth/tokens.csv                   the API server's tokens
+//	  content/                          podlab pull's content store (an OCI image layout)
+//	  bundles/<name>/                   podlab unpack's bundles: rootfs/ and config.json
+//	  runc/<id>/                        runc --root of `podlab runc` containers
+//	  containers/<id>/                  their log, exit code and shim files
+//	  registry/                         the in-process registry's blobs
+//	  demo-images/                      `make images` (kept by reset, removed by reset --all)
+//	  cache/                            downloaded .debs (kept likewise)
+//	  nodes/<node>/                     one kubelet's runtime, as if on its own machine:
+//	    content/ runc/ containers/      as above, the node's own
+//	    bundles/<pod-uid>/<container>/  the pods' bundles
+//	    pods/<pod-uid>/volumes/...      the pods' volumes
+//	    pods/<pod-uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts
+//	    seccomp/                        Localhost seccomp profiles (--seccomp-profile-root)
+//	    netns/ ipcns/ utsns/<pod-uid>   the pods' pinned namespaces (bind mounts)
+//
+// # The cgroup root
+//
+// Cgroups are global to the machine, so each state directory has its own
+// cgroup root, derived from the directory's absolute path:
+//
+//	/podlab-<first 8 hex digits of sha256(absolute state dir)>
+//	  <id>                                         a `podlab runc` container
+//	  nodes/<node>/kubepods/                       a node's pods, as the kubelet's cgroupfs driver names them:
+//	    pod<uid>/<container-id>                    a Guaranteed pod
+//	    burstable/pod<uid>/<container-id>          a Burstable pod
+//	    besteffort/pod<uid>/<container-id>         a BestEffort pod
+//
+// A hash rather than the directory's name: any path maps to a valid,
+// short cgroup name (a ':' would make runc read the path as systemd's
+// slice:prefix:name), two directories with the same base name do not
+// collide, and the same directory always finds its cgroups again. `podlab
+// doctor` prints the root of its state directory. Two learners, or a lesson
+// and a test, each see only their own root; `podlab reset` removes only it.
+package statedir

@@ -1,0 +1,215 @@
+package statedir
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// The names at the top of a state directory and of a node's directory.
+const (
+	etcdDir       = "etcd"
+	storeFile     = "store.db"
+	authDir       = "auth"
+	tokensFile    = "tokens.csv"
+	contentDir    = "content"
+	bundlesDir    = "bundles"
+	runcDir       = "runc"
+	containersDir = "containers"
+	registryDir   = "registry"
+	demoImagesDir = "demo-images"
+	cacheDir      = "cache"
+	nodesDir      = "nodes"
+	podsDir       = "pods"
+	seccompDir    = "seccomp"
+	subPathsDir   = "volume-subpaths"
+
+	// cgroupPrefix starts every state directory's cgroup root.
+	cgroupPrefix = "/podlab-"
+	// kubepods is the kubelet's cgroup for pods (cgroupfs driver naming).
+	kubepods = "kubepods"
+)
+
+// Layout is a state directory. Dir is absolute and clean.
+type Layout struct {
+	Dir string
+}
+
+// New is the Layout of dir, made absolute.
+func New(dir string) (Layout, error) {
+	if dir == "" {
+		return Layout{}, errors.New("no state directory given (set --state-dir or PODLAB_STATE_DIR)")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return Layout{}, fmt.Errorf("making the state directory %q absolute: %w", dir, err)
+	}
+	return Layout{Dir: abs}, nil
+}
+
+// CgroupRoot is the cgroup under which everything of this state directory
+// runs: /podlab-<8 hex digits of sha256(Dir)> (see the package doc).
+func (l Layout) CgroupRoot() string {
+	sum := sha256.Sum256([]byte(filepath.Clean(l.Dir)))
+	return cgroupPrefix + hex.EncodeToString(sum[:4])
+}
+
+// StoreFile is the API server's bbolt file.
+func (l Layout) StoreFile() string { return filepath.Join(l.Dir, etcdDir, storeFile) }
+
+// TokensFile is the API server's token file.
+func (l Layout) TokensFile() string { return filepath.Join(l.Dir, authDir, tokensFile) }
+
+// ContentDir is the content store of podlab pull.
+func (l Layout) ContentDir() string { return filepath.Join(l.Dir, contentDir) }
+
+// BundlesDir holds the bundles podlab unpack makes by default.
+func (l Layout) BundlesDir() string { return filepath.Join(l.Dir, bundlesDir) }
+
+// Bundle is the default bundle of name.
+func (l Layout) Bundle(name string) string { return filepath.Join(l.BundlesDir(), name) }
+
+// RegistryDir holds the in-process registry's blobs.
+func (l Layout) RegistryDir() string { return filepath.Join(l.Dir, registryDir) }
+
+// DemoImagesDir is the OCI layout `make images` writes.
+func (l Layout) DemoImagesDir() string { return filepath.Join(l.Dir, demoImagesDir) }
+
+// Runtime is where `podlab runc` keeps its containers.
+func (l Layout) Runtime() Runtime {
+	return Runtime{Dir: l.Dir, CgroupParent: l.CgroupRoot()}
+}
+
+// NodesDir holds one directory per node.
+func (l Layout) NodesDir() string { return filepath.Join(l.Dir, nodesDir) }
+
+// Node is the layout of one node's runtime.
+func (l Layout) Node(name string) Node {
+	return Node{
+		Name:       name,
+		Dir:        filepath.Join(l.NodesDir(), name),
+		CgroupRoot: l.CgroupRoot() + "/" + nodesDir + "/" + name,
+	}
+}
+
+// Nodes are the nodes that have a directory, by name.
+func (l Layout) Nodes() ([]Node, error) {
+	ents, err := os.ReadDir(l.NodesDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes of %s: %w", l.Dir, err)
+	}
+	var out []Node
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, l.Node(e.Name()))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// ResetEntries are the top-level entries podlab reset removes.
+func ResetEntries() []string {
+	return []string{nodesDir, containersDir, runcDir, bundlesDir, contentDir, registryDir, etcdDir, authDir}
+}
+
+// KeptEntries are the top-level entries reset keeps unless --all: they
+// take a while to make again (make images, the .deb downloads).
+func KeptEntries() []string { return []string{demoImagesDir, cacheDir} }
+
+// Markers are the entries of which one must exist for a directory to be
+// podlab's.
+func Markers() []string { return []string{etcdDir, nodesDir, contentDir} }
+
+// Runtime is a directory where a runc runtime keeps its containers: the
+// state directory itself (podlab runc) or a node's directory (a kubelet).
+type Runtime struct {
+	Dir string
+	// CgroupParent is the cgroup the runtime's containers are under; a
+	// container delete removes nothing at or above it.
+	CgroupParent string
+}
+
+// RuncRoot is runc's --root: runc/<id>/state.json.
+func (r Runtime) RuncRoot() string { return filepath.Join(r.Dir, runcDir) }
+
+// ContainersDir holds podlab's per-container files.
+func (r Runtime) ContainersDir() string { return filepath.Join(r.Dir, containersDir) }
+
+// ContainerDir is podlab's directory of one container: log, exit code, shim.
+func (r Runtime) ContainerDir(id string) string { return filepath.Join(r.ContainersDir(), id) }
+
+// Node is one node's runtime directory and cgroups.
+type Node struct {
+	Name string
+	// Dir is <state>/nodes/<name>.
+	Dir string
+	// CgroupRoot is <state cgroup root>/nodes/<name>: the node's own
+	// cgroups, so that nodes on one machine share no kubepods.
+	CgroupRoot string
+}
+
+// Runtime is where the node's runc keeps its containers.
+func (n Node) Runtime() Runtime { return Runtime{Dir: n.Dir, CgroupParent: n.KubepodsCgroup()} }
+
+// ContentDir is the node's content store.
+func (n Node) ContentDir() string { return filepath.Join(n.Dir, contentDir) }
+
+// RuncRoot is runc's --root for the node's containers.
+func (n Node) RuncRoot() string { return n.Runtime().RuncRoot() }
+
+// ContainersDir holds podlab's per-container files (log, exit code).
+func (n Node) ContainersDir() string { return n.Runtime().ContainersDir() }
+
+// BundlesDir holds the node's pods' bundles.
+func (n Node) BundlesDir() string { return filepath.Join(n.Dir, bundlesDir) }
+
+// PodBundles is the directory of a pod's bundles.
+func (n Node) PodBundles(uid string) string { return filepath.Join(n.BundlesDir(), uid) }
+
+// Bundle is the bundle of one of a pod's containers.
+func (n Node) Bundle(uid, container string) string {
+	return filepath.Join(n.PodBundles(uid), container)
+}
+
+// PodsDir holds the pods' directories.
+func (n Node) PodsDir() string { return filepath.Join(n.Dir, podsDir) }
+
+// PodDir holds a pod's volumes, as /var/lib/kubelet/pods/<uid>.
+func (n Node) PodDir(uid string) string { return filepath.Join(n.PodsDir(), uid) }
+
+// EmptyDir is the directory of an emptyDir volume.
+func (n Node) EmptyDir(uid, volume string) string {
+	return filepath.Join(n.PodDir(uid), "volumes", "kubernetes.io~empty-dir", volume)
+}
+
+// SubPathsDir holds the bind mounts of a pod's volumeMounts with a subPath,
+// as /var/lib/kubelet/pods/<uid>/volume-subpaths.
+func (n Node) SubPathsDir(uid string) string { return filepath.Join(n.PodDir(uid), subPathsDir) }
+
+// SubPath is where the kubelet bind-mounts the subPath of a container's
+// index-th volumeMount, resolved inside its volume.
+func (n Node) SubPath(uid, volume, container string, index int) string {
+	return filepath.Join(n.SubPathsDir(uid), volume, container, strconv.Itoa(index))
+}
+
+// SeccompDir holds the node's seccomp profiles, as the kubelet's
+// --seccomp-profile-root (/var/lib/kubelet/seccomp): a pod's Localhost
+// profile "profiles/audit.json" is <SeccompDir>/profiles/audit.json.
+func (n Node) SeccompDir() string { return filepath.Join(n.Dir, seccompDir) }
+
+// NamespaceDir is the directory of the bind mounts that pin one kind of
+// namespace of the pods: dir is netns, ipcns or utsns.
+func (n Node) NamespaceDir(dir string) string { return filepath.Join(n.Dir, dir) }
+
+// KubepodsCgroup is the node's kubepods cgroup.
+func (n Node) KubepodsCgroup() string { return n.CgroupRoot + "/" + kubepods }

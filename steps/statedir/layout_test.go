@@ -1,0 +1,121 @@
+package statedir
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+)
+
+func TestLayout_CgroupRoot(t *testing.T) {
+	a, b := Layout{Dir: "/var/lib/podlab"}, Layout{Dir: "/home/ana/.local/share/podlab"}
+	re := regexp.MustCompile(`^/podlab-[0-9a-f]{8}$`)
+	for _, l := range []Layout{a, b} {
+		if !re.MatchString(l.CgroupRoot()) {
+			t.Errorf("CgroupRoot(%s) = %q, want /podlab-<8 hex>", l.Dir, l.CgroupRoot())
+		}
+	}
+	if a.CgroupRoot() == b.CgroupRoot() {
+		t.Errorf("two state directories share the cgroup root %s", a.CgroupRoot())
+	}
+	// `printf %s /var/lib/podlab | sha256sum` starts with 7ff62cdc.
+	if got, want := a.CgroupRoot(), "/podlab-7ff62cdc"; got != want {
+		t.Errorf("CgroupRoot = %s, want %s", got, want)
+	}
+	if (Layout{Dir: "/var/lib/podlab/"}).CgroupRoot() != a.CgroupRoot() {
+		t.Error("a trailing slash changed the cgroup root")
+	}
+}
+
+func TestLayout_Paths(t *testing.T) {
+	l := Layout{Dir: "/s"}
+	n := l.Node("node-1")
+	root := l.CgroupRoot()
+	tests := []struct{ name, got, want string }{
+		{"store", l.StoreFile(), "/s/etcd/store.db"},
+		{"tokens", l.TokensFile(), "/s/auth/tokens.csv"},
+		{"content", l.ContentDir(), "/s/content"},
+		{"bundle", l.Bundle("web"), "/s/bundles/web"},
+		{"registry", l.RegistryDir(), "/s/registry"},
+		{"demo images", l.DemoImagesDir(), "/s/demo-images"},
+		{"runc root", l.Runtime().RuncRoot(), "/s/runc"},
+		{"container dir", l.Runtime().ContainerDir("web"), "/s/containers/web"},
+		{"runtime cgroup parent", l.Runtime().CgroupParent, root},
+		{"node dir", n.Dir, "/s/nodes/node-1"},
+		{"node content", n.ContentDir(), "/s/nodes/node-1/content"},
+		{"node runc root", n.RuncRoot(), "/s/nodes/node-1/runc"},
+		{"node containers", n.ContainersDir(), "/s/nodes/node-1/containers"},
+		{"pod bundles", n.PodBundles("u1"), "/s/nodes/node-1/bundles/u1"},
+		{"pod bundle", n.Bundle("u1", "c"), "/s/nodes/node-1/bundles/u1/c"},
+		{"pod dir", n.PodDir("u1"), "/s/nodes/node-1/pods/u1"},
+		{"empty dir", n.EmptyDir("u1", "v"), "/s/nodes/node-1/pods/u1/volumes/kubernetes.io~empty-dir/v"},
+		{"netns dir", n.NamespaceDir("netns"), "/s/nodes/node-1/netns"},
+		{"node cgroup root", n.CgroupRoot, root + "/nodes/node-1"},
+		{"kubepods", n.KubepodsCgroup(), root + "/nodes/node-1/kubepods"},
+		{"node runtime cgroup parent", n.Runtime().CgroupParent, root + "/nodes/node-1/kubepods"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s = %q, want %q", tt.name, tt.got, tt.want)
+		}
+	}
+	if l.Node("node-2").CgroupRoot == n.CgroupRoot {
+		t.Error("two nodes share a cgroup root")
+	}
+}
+
+func TestNew(t *testing.T) {
+	wd, _ := os.Getwd()
+	tests := []struct{ name, in, want string }{
+		{"absolute", "/var/lib/podlab", "/var/lib/podlab"},
+		{"cleaned", "/var/lib//podlab/", "/var/lib/podlab"},
+		{"relative", "state", filepath.Join(wd, "state")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := New(tt.in)
+			if err != nil || l.Dir != tt.want {
+				t.Fatalf("New(%q) = %q, %v; want %q", tt.in, l.Dir, err, tt.want)
+			}
+		})
+	}
+	if _, err := New(""); err == nil {
+		t.Error("New(\"\") accepted an empty state directory")
+	}
+}
+
+func TestLayout_Nodes(t *testing.T) {
+	l := Layout{Dir: t.TempDir()}
+	if ns, err := l.Nodes(); err != nil || len(ns) != 0 {
+		t.Fatalf("Nodes of a fresh directory = %v, %v; want none", ns, err)
+	}
+	for _, n := range []string{"node-2", "node-1"} {
+		os.MkdirAll(l.Node(n).Dir, 0o700)
+	}
+	os.WriteFile(filepath.Join(l.NodesDir(), "stray"), nil, 0o600)
+	ns, err := l.Nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range ns {
+		names = append(names, n.Name)
+	}
+	if !slices.Equal(names, []string{"node-1", "node-2"}) {
+		t.Errorf("Nodes = %v, want [node-1 node-2]", names)
+	}
+}
+
+func TestEntries(t *testing.T) {
+	for _, m := range Markers() {
+		if !slices.Contains(ResetEntries(), m) {
+			t.Errorf("marker %s is not removed by reset: a reset directory would still look like podlab's", m)
+		}
+	}
+	for _, k := range KeptEntries() {
+		if slices.Contains(ResetEntries(), k) {
+			t.Errorf("%s is both kept and removed", k)
+		}
+	}
+}
