@@ -60,4 +60,9 @@ var (
 
 	// ErrNotLinux is returned for an image built for another OS.
 	ErrNotLinux = errors.New("not a linux image")
+
+	// ErrInvalidIDMapping is returned for a user namespace mapping with no
+	// ids, or one past the 32-bit id space, and for idmapped mounts asked
+	// of a spec with no user namespace mappings.
+	ErrInvalidIDMapping = errors.New("invalid user namespace mapping")
 )
