@@ -53,3 +53,21 @@ var (
 	// hostPath, an environment variable source it cannot resolve).
 	ErrUnsupported = errors.New("not supported by podlab's kubelet")
 )
+
+// Errors about a pod's user namespace (hostUsers: false). The sandbox is
+// not made: nothing of the pod runs, and never as host root.
+var (
+	// ErrUserNamespacesUnsupported means something a user namespace needs
+	// is missing: the kernel's user namespaces, idmapped mounts on the
+	// state directory's file system, or a runc that idmaps bind mounts.
+	// The error names which.
+	ErrUserNamespacesUnsupported = errors.New("user namespaces are not supported here")
+
+	// ErrUserNamespacesExhausted means every range of host ids is held by
+	// a pod: delete pods with hostUsers: false to free some.
+	ErrUserNamespacesExhausted = errors.New("no free user namespace range")
+
+	// ErrUserNamespaceRecord means a pod's userns file is not one the
+	// kubelet wrote. Its range is not reused while the file is there.
+	ErrUserNamespaceRecord = errors.New("unreadable user namespace record")
+)
