@@ -32,9 +32,12 @@ type Sandbox struct {
 	HostNetwork bool
 	// Hostname is the pod's hostname, set in its UTS namespace.
 	Hostname string
-	// Namespaces maps each pinned kind (net, ipc, uts) to its bind mount;
-	// a kind is missing while it is not pinned.
+	// Namespaces maps each pinned kind (user, net, ipc, uts) to its bind
+	// mount; a kind is missing while it is not pinned.
 	Namespaces map[string]string
+	// UserNamespace is the pod's range of host ids (hostUsers: false), once
+	// allocated.
+	UserNamespace *UserNamespace
 }
 
 // podHostname is the hostname of a pod's UTS namespace: spec.hostname, else
@@ -73,6 +76,11 @@ func sandboxKinds(pod *corev1.Pod) []string {
 func (l Layout) observeSandbox(pod *corev1.Pod) Sandbox {
 	sb := Sandbox{HostNetwork: pod.Spec.HostNetwork, Hostname: podHostname(pod), Namespaces: map[string]string{}}
 	sb.Ready = true
+	if usesUserNamespace(pod) {
+		if u, ok, err := readUserNamespace(l.UserNamespaceFile(pod.UID)); err == nil && ok {
+			sb.UserNamespace = &u
+		}
+	}
 	for _, kind := range sandboxKinds(pod) {
 		p := l.NamespacePath(kind, pod.UID)
 		if isNamespaceMount(p) {
