@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubelet"
@@ -234,5 +235,34 @@ func TestUserNamespace_RuncTooOld(t *testing.T) {
 	}
 	if p := c.get(t, "old"); p.Status.Phase == corev1.PodRunning {
 		t.Errorf("the pod runs: %s", statusText(p))
+	}
+}
+
+// TestUserNamespace_WithHostNamespaces: hostUsers: false with a host
+// namespace cannot be the pod's user namespace's: the kubelet refuses it
+// (whatever the API server let through), and takes no range.
+func TestUserNamespace_WithHostNamespaces(t *testing.T) {
+	c := newCluster(t)
+	tests := []struct {
+		name string
+		uid  types.UID
+		set  func(*corev1.PodSpec)
+	}{
+		{"hostNetwork", "00000000-0000-0000-0000-000000000001", func(s *corev1.PodSpec) { s.HostNetwork = true }},
+		{"hostIPC", "00000000-0000-0000-0000-000000000002", func(s *corev1.PodSpec) { s.HostIPC = true }},
+		{"hostPID", "00000000-0000-0000-0000-000000000003", func(s *corev1.PodSpec) { s.HostPID = true }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := usernsPod(t, strings.ToLower(tt.name))
+			pod.UID = tt.uid
+			pod.Spec.NodeName = apiserver.HostNode
+			tt.set(&pod.Spec)
+			_, err := c.kubelet.SandboxStage(context.Background(), pod)
+			wantErr(t, err, kubelet.ErrUnsupported)
+			if _, err := os.Lstat(c.kubelet.Layout().UserNamespaceFile(pod.UID)); !os.IsNotExist(err) {
+				t.Errorf("a range was recorded for a refused pod: %v", err)
+			}
+		})
 	}
 }
