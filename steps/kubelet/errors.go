@@ -36,24 +36,6 @@ var (
 	ErrImageNeverPull = errors.New("image not present with pull policy of Never")
 )
 
-// Errors while making the container's config (waiting reason
-// CreateContainerConfigError): the pod asks for something podlab will not
-// or cannot do.
-var (
-	// ErrPrivileged means securityContext.privileged: true. podlab runs every
-	// node's containers on one shared machine and refuses them.
-	ErrPrivileged = errors.New("privileged containers are refused")
-
-	// ErrRunAsNonRoot means securityContext.runAsNonRoot: true and a
-	// container that would run as uid 0.
-	ErrRunAsNonRoot = errors.New("container has runAsNonRoot and would run as root")
-
-	// ErrUnsupported means a part of the PodSpec podlab's kubelet does not
-	// implement (an init container, a volume type other than emptyDir and
-	// hostPath, an environment variable source it cannot resolve).
-	ErrUnsupported = errors.New("not supported by podlab's kubelet")
-)
-
 // Errors about a pod's user namespace (hostUsers: false). The sandbox is
 // not made: nothing of the pod runs, and never as host root.
 var (
@@ -70,4 +52,22 @@ var (
 	// ErrUserNamespaceRecord means a pod's userns file is not one the
 	// kubelet wrote. Its range is not reused while the file is there.
 	ErrUserNamespaceRecord = errors.New("unreadable user namespace record")
+)
+
+// Errors while making the container's config (waiting reason
+// CreateContainerConfigError): the pod asks for something podlab will not
+// or cannot do.
+var (
+	// ErrPrivileged means securityContext.privileged: true. podlab runs every
+	// node's containers on one shared machine and refuses them.
+	ErrPrivileged = errors.New("privileged containers are refused")
+
+	// ErrRunAsNonRoot means securityContext.runAsNonRoot: true and a
+	// container that would run as uid 0.
+	ErrRunAsNonRoot = errors.New("container has runAsNonRoot and would run as root")
+
+	// ErrUnsupported means a part of the PodSpec podlab's kubelet does not
+	// implement (an init container, a volume type other than emptyDir and
+	// hostPath, an environment variable source it cannot resolve).
+	ErrUnsupported = errors.New("not supported by podlab's kubelet")
 )
