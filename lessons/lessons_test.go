@@ -60,6 +60,11 @@ func TestLessons(t *testing.T) {
 	start := time.Now()
 
 	tmp := t.TempDir()
+	// t.TempDir's parent is 0700: open it as /var/lib is, for the pod of
+	// lesson 09 whose root (in its user namespace) must reach its rootfs.
+	if err := os.Chmod(filepath.Dir(tmp), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	bin := filepath.Join(tmp, "bin")
 	podlab := buildPodlab(t, bin, runcBin)
 	layout := demoImages(t, ctx, tmp, needsNginx(all), builtImages())

@@ -50,6 +50,9 @@ runtime (podlab calls its runtime packages in-process):
             in a thread that unshares them and pinned by bind mounts under
             <node>/netns, ipcns, utsns (as CRI-O's pinns); lo is up, the
             hostname is the pod's name. Every container of the pod joins them.
+            hostUsers: false adds a user namespace that owns the others, with
+            a range of 65,536 host ids of the pod's own (<node>/userns, the
+            range in <node>/pods/<uid>/userns): its root is root only inside.
   pull      PullImage, as imagePullPolicy says (Always, IfNotPresent, Never),
             into the node's own content store. Events Pulling, Pulled.
   unpack    the image's layers into <node>/bundles/<pod-uid>/<container>/rootfs
@@ -399,12 +402,17 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 	var rec *kubelet.Recording
 	switch res := r.Result.(type) {
 	case *kubelet.SandboxResult:
-		if res.Created {
+		if r.Err != nil {
+			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
+		} else if res.Created {
 			fmt.Fprintf(w, "%s: %s: namespaces unshared and pinned, hostname %q\n", who, what, res.Sandbox.Hostname)
+			if u := res.Sandbox.UserNamespace; u != nil {
+				fmt.Fprintf(w, "  user namespace: uids and gids 0-65535 are host ids %d-%d (hostUsers: false)\n", u.Base(), u.Base()+kubelet.UserNamespaceLength-1)
+			}
 		} else {
 			fmt.Fprintf(w, "%s: %s: the sandbox exists\n", who, what)
 		}
-		for _, kind := range []string{"net", "ipc", "uts"} {
+		for _, kind := range []string{"user", "net", "ipc", "uts"} {
 			if p, ok := res.Sandbox.Namespaces[kind]; ok {
 				fmt.Fprintf(w, "    %-4s %s\n", kind, p)
 			}

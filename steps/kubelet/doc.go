@@ -32,6 +32,7 @@
 //	nodes/<node>/runc/<container-id>/     runc's --root: state.json, exec.fifo
 //	nodes/<node>/containers/<container-id>/   container.log (CRI format), exit.json, shim.pid
 //	nodes/<node>/netns/<pod-uid>          the pod's network namespace, pinned by a bind mount
+//	nodes/<node>/userns/<pod-uid>         its user namespace (hostUsers: false only), owner of the others
 //	nodes/<node>/ipcns/<pod-uid>          its IPC namespace
 //	nodes/<node>/utsns/<pod-uid>          its UTS namespace (hostname = pod name)
 //	nodes/<node>/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/<name>   emptyDir volumes
@@ -72,4 +73,14 @@
 // stage and records it in the pod's status and events. The sync loop calls
 // the same methods, so walking a pod by hand, stage by stage, ends in the
 // same state as letting the kubelet run.
+//
+// # User namespaces
+//
+// A pod with hostUsers: false runs in a user namespace of its own: its ids
+// 0-65535 are a range of 65,536 host ids (65536-131071 for the first such
+// pod), so its root is root only inside. The range is recorded in
+// nodes/<node>/pods/<pod-uid>/userns (Kubernetes' format) and allocated
+// under the lock nodes/userns.lock, across every node of the state
+// directory (all are this one machine). See userns.go for the range, the
+// sandbox, the rootfs and the volumes.
 package kubelet

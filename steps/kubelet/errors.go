@@ -41,6 +41,24 @@ var (
 	ErrImageNeverPull = errors.New("image not present with pull policy of Never")
 )
 
+// Errors about a pod's user namespace (hostUsers: false). The sandbox is
+// not made: nothing of the pod runs, and never as host root.
+var (
+	// ErrUserNamespacesUnsupported means something a user namespace needs
+	// is missing: the kernel's user namespaces, idmapped mounts on the
+	// state directory's file system, or a runc that idmaps bind mounts.
+	// The error names which.
+	ErrUserNamespacesUnsupported = errors.New("user namespaces are not supported here")
+
+	// ErrUserNamespacesExhausted means every range of host ids is held by
+	// a pod: delete pods with hostUsers: false to free some.
+	ErrUserNamespacesExhausted = errors.New("no free user namespace range")
+
+	// ErrUserNamespaceRecord means a pod's userns file is not one the
+	// kubelet wrote. Its range is not reused while the file is there.
+	ErrUserNamespaceRecord = errors.New("unreadable user namespace record")
+)
+
 // Errors while making the container's config (waiting reason
 // CreateContainerConfigError): the pod asks for something podlab will not
 // or cannot do.

@@ -83,13 +83,14 @@ var sandboxNamespaces = []struct {
 	kind string // the name under /proc/<pid>/ns/
 	dir  string
 }{
+	{"user", "userns"}, // hostUsers: false only
 	{"net", "netns"},
 	{"ipc", "ipcns"},
 	{"uts", "utsns"},
 }
 
 // NamespacePath is the bind mount that pins one of a pod's namespaces: kind
-// is net, ipc or uts.
+// is user (hostUsers: false), net, ipc or uts.
 func (l Layout) NamespacePath(kind string, uid types.UID) string {
 	for _, ns := range sandboxNamespaces {
 		if ns.kind == kind {

@@ -92,6 +92,10 @@ func (k *Kubelet) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.
 		return nil, fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	sb := k.layout.observeSandbox(pod)
+	userns, err := k.userNamespaceOpts(pod, sb, hosts)
+	if err != nil {
+		return nil, err
+	}
 	opt := []oci.SpecOpts{
 		withSandboxNamespaces(pod, sb),
 		withCgroupsPath(k.layout.CgroupsPath(pod.UID, id)),
@@ -109,6 +113,7 @@ func (k *Kubelet) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.
 			AnnotationImageID:      imageID,
 		}),
 	}
+	opt = append(opt, userns...) // after the mounts it idmaps
 	if err := oci.ApplyOpts(ctx, nil, &containers.Container{ID: id}, s, opt...); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -31,9 +32,12 @@ type Sandbox struct {
 	HostNetwork bool
 	// Hostname is the pod's hostname, set in its UTS namespace.
 	Hostname string
-	// Namespaces maps each pinned kind (net, ipc, uts) to its bind mount;
-	// a kind is missing while it is not pinned.
+	// Namespaces maps each pinned kind (user, net, ipc, uts) to its bind
+	// mount; a kind is missing while it is not pinned.
 	Namespaces map[string]string
+	// UserNamespace is the pod's range of host ids (hostUsers: false), once
+	// allocated.
+	UserNamespace *UserNamespace
 }
 
 // podHostname is the hostname of a pod's UTS namespace: spec.hostname, else
@@ -52,6 +56,9 @@ func podHostname(pod *corev1.Pod) string {
 // sandboxKinds are the namespaces a pod's sandbox pins.
 func sandboxKinds(pod *corev1.Pod) []string {
 	var kinds []string
+	if usesUserNamespace(pod) {
+		kinds = append(kinds, "user") // first: it owns the others
+	}
 	if !pod.Spec.HostNetwork {
 		kinds = append(kinds, "net")
 	}
@@ -69,6 +76,11 @@ func sandboxKinds(pod *corev1.Pod) []string {
 func (l Layout) observeSandbox(pod *corev1.Pod) Sandbox {
 	sb := Sandbox{HostNetwork: pod.Spec.HostNetwork, Hostname: podHostname(pod), Namespaces: map[string]string{}}
 	sb.Ready = true
+	if usesUserNamespace(pod) {
+		if u, ok, err := readUserNamespace(l.UserNamespaceFile(pod.UID)); err == nil && ok {
+			sb.UserNamespace = &u
+		}
+	}
 	for _, kind := range sandboxKinds(pod) {
 		p := l.NamespacePath(kind, pod.UID)
 		if isNamespaceMount(p) {
@@ -92,8 +104,10 @@ func isNamespaceMount(path string) bool {
 // belong to that thread alone), sets the hostname, brings up lo, and
 // bind-mounts /proc/self/task/<tid>/ns/<kind> onto each path. It then ends
 // without unlocking: Go ends the thread, and the namespaces live on in the
-// bind mounts.
-func (l Layout) pinNamespaces(pod *corev1.Pod) (Sandbox, error) {
+// bind mounts. With a user namespace u (hostUsers: false), pinInUserNamespace
+// makes and pins them all, and the thread only joins the network and UTS
+// namespaces to bring up lo and set the hostname.
+func (l Layout) pinNamespaces(pod *corev1.Pod, u *UserNamespace) (Sandbox, error) {
 	kinds := sandboxKinds(pod)
 	if len(kinds) == 0 { // hostNetwork and hostIPC: the node's namespaces are the sandbox
 		return l.observeSandbox(pod), nil
@@ -116,6 +130,14 @@ func (l Layout) pinNamespaces(pod *corev1.Pod) (Sandbox, error) {
 		}
 		f.Close()
 	}
+	threadKinds := kinds
+	if u != nil {
+		if err := l.pinInUserNamespace(pod, *u, kinds); err != nil {
+			_ = l.removeSandbox(pod.UID)
+			return Sandbox{}, fmt.Errorf("creating the sandbox of pod %s: %w", podKey(pod), err)
+		}
+		threadKinds = slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k != "net" && k != "uts" })
+	}
 	hostname := podHostname(pod)
 	done := make(chan error, 1)
 	go func() {
@@ -136,7 +158,7 @@ func (l Layout) pinNamespaces(pod *corev1.Pod) (Sandbox, error) {
 				runtime.UnlockOSThread()
 			}
 		}()
-		for _, k := range kinds {
+		for _, k := range threadKinds {
 			fd, err := unix.Open(fmt.Sprintf("/proc/thread-self/ns/%s", k), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				done <- fmt.Errorf("opening the thread's %s namespace: %w", k, err)
@@ -153,7 +175,11 @@ func (l Layout) pinNamespaces(pod *corev1.Pod) (Sandbox, error) {
 				}
 				restored = true
 			}()
-			if err := unix.Unshare(flags); err != nil {
+			if u != nil {
+				if err := joinNamespaces(l, pod, threadKinds); err != nil {
+					return err
+				}
+			} else if err := unix.Unshare(flags); err != nil {
 				return fmt.Errorf("unshare(%s): %w", strings.Join(kinds, ", "), err)
 			}
 			if flags&unix.CLONE_NEWUTS != 0 {
@@ -165,6 +191,9 @@ func (l Layout) pinNamespaces(pod *corev1.Pod) (Sandbox, error) {
 				if err := loopbackUp(); err != nil {
 					return fmt.Errorf("bringing up lo in the pod's network namespace: %w", err)
 				}
+			}
+			if u != nil {
+				return nil // pinned already
 			}
 			tid := unix.Gettid()
 			for _, k := range kinds {
@@ -181,6 +210,24 @@ func (l Layout) pinNamespaces(pod *corev1.Pod) (Sandbox, error) {
 		return Sandbox{}, fmt.Errorf("creating the sandbox of pod %s: %w", podKey(pod), err)
 	}
 	return l.observeSandbox(pod), nil
+}
+
+// joinNamespaces moves the calling thread into the pod's pinned namespaces
+// of kinds.
+func joinNamespaces(l Layout, pod *corev1.Pod, kinds []string) error {
+	for _, k := range kinds {
+		p := l.NamespacePath(k, pod.UID)
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		err = unix.Setns(fd, 0)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("joining the %s namespace at %s: %w", k, p, err)
+		}
+	}
+	return nil
 }
 
 // loopbackUp sets IFF_UP on lo, in the calling thread's network namespace.

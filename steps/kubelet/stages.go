@@ -260,7 +260,7 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 	}
 	res := &SandboxResult{Pod: podKey(pod), Sandbox: k.layout.observeSandbox(pod)}
 	if !res.Sandbox.Ready {
-		sb, err := k.layout.pinNamespaces(pod)
+		sb, err := k.pinSandbox(pod)
 		if err != nil {
 			k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
 			return res, err
@@ -366,11 +366,16 @@ func (k *Kubelet) UnpackStage(ctx context.Context, pod *corev1.Pod, container st
 	if err := os.MkdirAll(k.layout.PodBundles(pod.UID), 0o700); err != nil {
 		return nil, err
 	}
-	ur, err := unpack.Unpack(ctx, img, t.cs.Bundle, unpack.Options{Force: true})
+	shift, err := k.rootfsShift(pod)
+	if err == nil {
+		res.Unpack, err = unpack.Unpack(ctx, img, t.cs.Bundle, unpack.Options{Force: true, Shift: shift})
+	}
+	if err == nil {
+		err = k.openBundle(pod, t.c.Name)
+	}
 	if err != nil {
 		return res, k.failed(ctx, pod, t, &res.Recording, StageUnpack, ReasonCreateContainerError, err, errorEvent(err))
 	}
-	res.Unpack = ur
 	return res, k.report(ctx, pod, &res.Recording, map[string]*override{t.c.Name: waiting(ReasonContainerCreating, "")})
 }
 

@@ -54,6 +54,11 @@ var (
 	// letters, digits, '-', '.', '_'.
 	ErrInvalidHostname = errors.New("invalid hostname")
 
+	// ErrInvalidIDMapping is returned for a user namespace mapping with no
+	// ids, or one past the 32-bit id space, and for idmapped mounts asked
+	// of a spec with no user namespace mappings.
+	ErrInvalidIDMapping = errors.New("invalid user namespace mapping")
+
 	// ErrInvalidLimit is returned for a CPU or memory quantity that does not
 	// parse or is not positive, and for a negative pids limit.
 	ErrInvalidLimit = errors.New("invalid resource limit")

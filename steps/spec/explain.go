@@ -107,7 +107,10 @@ func (e *explainer) process(s *specs.Spec) {
 		who += fmt.Sprintf(", groups %v", u.AdditionalGids)
 	}
 	e.line("  user: %s: runc calls setgroups(2), setgid(2), setuid(2) just before execve.", who)
-	if u.UID == 0 {
+	if host, ok := hostID(s, u.UID); ok {
+		e.line("  uid %d in the user namespace is host uid %d: root only inside, its capabilities hold", u.UID, host)
+		e.line("  over the namespaces its user namespace owns, never over the host's files or devices.")
+	} else if u.UID == 0 {
 		e.line("  uid 0 without a user namespace is the host's root, held back only by the")
 		e.line("  capabilities, namespaces and masked paths below (Kubernetes: runAsNonRoot refuses this).")
 	} else {
@@ -143,6 +146,10 @@ func (e *explainer) namespaces(s *specs.Spec) {
 			shared = append(shared, string(t))
 		}
 	}
+	if have[specs.UserNamespace] {
+		e.idMappings("uid", s.Linux.UIDMappings)
+		e.idMappings("gid", s.Linux.GIDMappings)
+	}
 	if len(shared) > 0 {
 		e.line("  shared with the host: %s", strings.Join(shared, ", "))
 		if !have[specs.UserNamespace] {
@@ -152,6 +159,33 @@ func (e *explainer) namespaces(s *specs.Spec) {
 	e.line("  In a Pod, the containers join the sandbox's (pause container's) network, ipc and")
 	e.line("  uts namespaces, so they share one IP and localhost; here this container has its own.")
 	e.line("")
+}
+
+// idMappings writes what linux.uidMappings or gidMappings say: the lines
+// runc writes to /proc/<pid>/uid_map and gid_map.
+func (e *explainer) idMappings(kind string, ms []specs.LinuxIDMapping) {
+	if len(ms) == 0 {
+		e.line("    no %s mapping: every %s shows as 65534 (nobody) inside", kind, kind)
+		return
+	}
+	for _, m := range ms {
+		e.line("    %ss %d-%d in the container are host %ss %d-%d (%s_map line \"%d %d %d\")", kind, m.ContainerID, uint64(m.ContainerID)+uint64(m.Size)-1,
+			kind, m.HostID, uint64(m.HostID)+uint64(m.Size)-1, kind, m.ContainerID, m.HostID, m.Size)
+	}
+}
+
+// hostID is the host uid that uid in the container stands for, when the
+// spec has a user namespace that maps it.
+func hostID(s *specs.Spec, uid uint32) (uint32, bool) {
+	if s.Linux == nil || !slices.ContainsFunc(s.Linux.Namespaces, func(ns specs.LinuxNamespace) bool { return ns.Type == specs.UserNamespace }) {
+		return 0, false
+	}
+	for _, m := range s.Linux.UIDMappings {
+		if uid >= m.ContainerID && uint64(uid) < uint64(m.ContainerID)+uint64(m.Size) {
+			return m.HostID + (uid - m.ContainerID), true
+		}
+	}
+	return 0, false
 }
 
 func namespaceMeaning(t specs.LinuxNamespaceType) string {

@@ -30,6 +30,22 @@
 // small files) rarely waits. A panic while applying a layer on its chrooted
 // thread reaches the caller as *ApplyPanic.
 //
+// # A rootfs for a user namespace
+//
+// A pod with hostUsers: false runs in a user namespace that maps its ids
+// 0-65535 to a range of the host's (65536-131071 for the first such pod).
+// Its rootfs must then be owned by that range, or its root would find its
+// own files owned by "nobody". runc idmaps bind mounts but not the rootfs,
+// and an idmapped mount of the rootfs (mount_setattr(2) MOUNT_ATTR_IDMAP)
+// would need the state directory's file system to support them and a mount
+// to undo at every exit. podlab takes the other answer, which works on every
+// file system: Options.Shift (ShiftOwnership) chowns the container's own
+// copy of the image by the range's base before the bundle is put in place
+// (uid u becomes BASE+u; ids past the range become 65534), restoring the
+// setuid/setgid bits and file capabilities chown clears, the capabilities
+// rewritten as version 3 for the range's root so that no other namespace
+// honours them. It costs one lchown per file, at every unpack.
+//
 // Unpack never leaves a half-made bundle: it works in a temporary sibling of
 // the bundle directory and renames it into place only when every layer is
 // applied and verified. The package never prints: it returns a Result and

@@ -25,3 +25,15 @@ var (
 	// name the same number of layers.
 	ErrLayerCount = errors.New("manifest layers and config diff_ids differ in number")
 )
+
+// Errors while shifting a rootfs into a user namespace's range
+// (ShiftOwnership, Options.Shift).
+var (
+	// ErrInvalidShift is returned for a range of no ids, or one past the
+	// 32-bit id space. Nothing is changed.
+	ErrInvalidShift = errors.New("invalid id shift")
+
+	// ErrBadCapabilities is returned for a security.capability attribute
+	// that is none of the kernel's three revisions.
+	ErrBadCapabilities = errors.New("unreadable file capabilities")
+)

@@ -31,6 +31,11 @@ type Options struct {
 	// root cannot give files away, so for it this is always on.
 	NoSameOwner bool
 
+	// Shift, if set, gives the rootfs's files owners in a user namespace's
+	// range (see ShiftOwnership) before the bundle is put in place: the
+	// bundle appears already shifted, or not at all.
+	Shift *IDShift
+
 	// Start, if set, is called once the bundle directory is known to be
 	// free (or Force is set), before the first layer: with the temporary
 	// directory the layers are applied into and the number of layers.
@@ -129,6 +134,8 @@ type Result struct {
 	Replaced bool   // an existing bundle was replaced (Options.Force)
 	Layers   []LayerResult
 	Total    Counts // the sum over Layers
+	// Shifted is what Options.Shift changed; nil without it.
+	Shifted  *ShiftResult
 	Duration time.Duration
 }
 
@@ -150,6 +157,11 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	exists, err := checkBundle(bundle, opts.Force)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Shift != nil {
+		if err := opts.Shift.check(); err != nil {
+			return nil, err
+		}
 	}
 
 	layers, err := img.Layers()
@@ -256,6 +268,14 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("unpacking stopped after the last layer: %w", err)
+	}
+
+	if opts.Shift != nil {
+		sr, err := ShiftOwnership(ctx, rootfs, *opts.Shift)
+		if err != nil {
+			return nil, fmt.Errorf("shifting the rootfs into the user namespace's ids %d-%d: %w", opts.Shift.UIDBase, uint64(opts.Shift.UIDBase)+uint64(opts.Shift.Size)-1, err)
+		}
+		res.Shifted = &sr
 	}
 
 	replaced, err := install(tmp, bundle, exists)
