@@ -38,7 +38,7 @@ func TestLayout_AllocateUserNamespace(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			state := t.TempDir()
-			l1, l2 := Layout{Dir: NodeDir(state, "node-1")}, Layout{Dir: NodeDir(state, "node-2")}
+			l1, l2 := mustNodeLayout(t, state, "node-1"), mustNodeLayout(t, state, "node-2")
 			for l, pods := range map[Layout]map[types.UID]uint32{l1: tt.existing, l2: tt.other} {
 				for uid, base := range pods {
 					m := IDMapping{HostID: base, Length: UserNamespaceLength}
@@ -65,7 +65,7 @@ func TestLayout_AllocateUserNamespace(t *testing.T) {
 
 // Removing the pod's directory (what RemoveStage does) frees its range.
 func TestLayout_AllocateUserNamespace_FreedWithPodDir(t *testing.T) {
-	l := Layout{Dir: NodeDir(t.TempDir(), "node-1")}
+	l := mustNodeLayout(t, t.TempDir(), "node-1")
 	r := usernsRanges{first: 1, count: 1}
 	if _, err := l.allocateUserNamespace("a", r); err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestLayout_AllocateUserNamespace_BadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := Layout{Dir: NodeDir(t.TempDir(), "node-1")}
+			l := mustNodeLayout(t, t.TempDir(), "node-1")
 			writeRaw(t, l, tt.pod, tt.body)
 			_, err := l.allocateUserNamespace("new", usernsRanges{first: 1, count: 1})
 			if !errors.Is(err, tt.want) {
@@ -137,4 +137,14 @@ func TestCheckRuncForUserNamespaces(t *testing.T) {
 			t.Errorf("runc %q: error %v, want ok=%v", tt.version, err, tt.ok)
 		}
 	}
+}
+
+// mustNodeLayout is node's layout under the state directory state.
+func mustNodeLayout(t *testing.T, state, node string) Layout {
+	t.Helper()
+	l, err := NodeLayout(state, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
