@@ -196,7 +196,11 @@ func nodeOperation(a rbac.Attributes) string {
 		what += fmt.Sprintf(" in namespace %q", a.Namespace)
 	}
 	if len(a.FieldSelector) > 0 {
-		what += fmt.Sprintf(" with field selector %s", a.FieldSelector)
+		terms := make([]string, len(a.FieldSelector))
+		for i, r := range a.FieldSelector {
+			terms[i] = r.Field + string(r.Operator) + r.Value
+		}
+		what += " with field selector " + strings.Join(terms, ",")
 	}
 	return what
 }

@@ -190,6 +190,9 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 		if err != nil {
 			return err
 		}
+		if err := c.nodeRestriction(tx, u, admission.Update, res, sub, ns, in.GetName(), obj, old); err != nil {
+			return err
+		}
 		if !status {
 			if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
 				return err
@@ -365,6 +368,9 @@ func (c *Client) Delete(ctx context.Context, resource, namespace, name string, o
 		}
 		if obj == nil {
 			return apierrors.NewNotFound(res.GroupResource(), name)
+		}
+		if err := c.nodeRestriction(tx, u, admission.Delete, res, "", namespace, name, nil, obj); err != nil {
+			return err
 		}
 		switch o := obj.(type) {
 		case *corev1.Pod:
