@@ -28,7 +28,10 @@ var kubeletCommand = &cli.Command{
 	ArgsUsage: "[--node NAME] [--once | --next | --pod NAME --stage STAGE] [--registry-mirror URL]",
 	Description: `The kubelet is the agent on every node. It is a client of the API server like
 any other, as the user system:node:NAME (group system:nodes), and it is the
-only component that makes things happen on the machine.
+only component that makes things happen on the machine. The Node authorizer
+and the NodeRestriction admission plugin let it read and write only its own
+Node and the pods bound to it: run with another node's identity (--as
+system:node:node-2), it is refused.
 
 REGISTRATION. It creates its Node object with what it measures here: cpu
 (the CPUs it may use), memory (MemTotal of /proc/meminfo), ephemeral-storage

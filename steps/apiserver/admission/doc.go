@@ -21,7 +21,8 @@
 //     unreachable tolerations, Priority sets spec.priority (all three are
 //     folded into DefaultPod, and its notes say which plugin did what), and
 //     LimitRanger fills resources from the namespace's LimitRanges
-//     (LimitRangerMutate).
+//     (LimitRangerMutate). NodeRestriction changes nothing but refuses a
+//     kubelet's writes to what is not its own node's (NodeRestriction).
 //  5. Validation of the object's fields: names, enums, requests <= limits,
 //     a Deployment's selector matching its template (Validate, and
 //     ValidateUpdate for an update, which also knows what is immutable).
