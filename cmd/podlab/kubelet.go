@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
@@ -123,21 +124,42 @@ Examples:
 			if c.String("pod") == "" || c.String("stage") == "" {
 				return errors.New("--pod and --stage go together: podlab kubelet --pod web --stage pull")
 			}
-			pod, err := k.Pod(c.Context, namespaceOf(c), c.String("pod"))
+			stage, err := kubelet.ParseStage(c.String("stage"))
 			if err != nil {
 				return err
 			}
-			return runStageOf(c, k, pod, kubelet.StageName(c.String("stage")))
+			pod, err := k.Pod(c.Context, namespaceOf(c), c.String("pod"))
+			if apierrors.IsForbidden(err) {
+				return fmt.Errorf("%w\n(the kubelet of node %s may read only the pods bound to it: is pod %s there and scheduled to %s? podlab get pod %s -o wide)",
+					err, k.Node(), c.String("pod"), k.Node(), c.String("pod"))
+			}
+			if err != nil {
+				return err
+			}
+			return runStageOf(c, k, pod, stage)
 		case c.Bool("once"):
-			fmt.Fprintf(w, "kubelet %s (as system:node:%s), once: node directory %s\n", k.Node(), k.Node(), k.Layout().Dir)
+			fmt.Fprintf(w, "kubelet %s (as %s), once: node directory %s\n", k.Node(), kubeletUser(c), k.Layout().Dir)
 			return k.SyncOnce(c.Context)
 		}
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		fmt.Fprintf(w, "kubelet %s (as system:node:%s): node directory %s; watching pods with spec.nodeName=%s. Ctrl-C stops it.\n",
-			k.Node(), k.Node(), k.Layout().Dir, k.Node())
+		fmt.Fprintf(w, "kubelet %s (as %s): node directory %s; watching pods with spec.nodeName=%s. Ctrl-C stops it.\n",
+			k.Node(), kubeletUser(c), k.Layout().Dir, k.Node())
 		return k.Run(ctx)
 	},
+}
+
+// kubeletUser is who the kubelet acts as: system:node:NODE, unless --as
+// or --token says otherwise (and then the API server's Node authorizer
+// refuses it the node's objects, unless that identity is the node's).
+func kubeletUser(c *cli.Context) string {
+	switch {
+	case c.String("as") != "":
+		return c.String("as")
+	case c.String("token") != "":
+		return "the user of --token"
+	}
+	return "system:node:" + c.String("node")
 }
 
 // openKubelet opens the API server as the kubelet of --node (adding its

@@ -292,7 +292,8 @@ func (k *Kubelet) RunStage(ctx context.Context, pod *corev1.Pod, stage StageName
 	case StageRemove:
 		return nilIfNil(k.RemoveStage(ctx, pod))
 	}
-	return nil, fmt.Errorf("no stage %q: the stages are sandbox, pull, unpack, spec, create, start, kill and remove", stage)
+	_, err := ParseStage(string(stage))
+	return nil, err
 }
 
 // nilIfNil turns a nil *T result into a nil interface.
