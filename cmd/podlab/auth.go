@@ -19,6 +19,10 @@ var authCommand = &cli.Command{
 RoleBinding in the request's namespace, or a ClusterRoleBinding, that names
 the user (or one of the user's groups) and refers to a Role or ClusterRole
 with a rule allowing the verb on the resource. Nothing allows by default.
+A kubelet's request (user system:node:NAME, group system:nodes) goes first
+to the Node authorizer (--authorization-mode=Node,RBAC): it allows a node
+only its own Node, the pods bound to it, and what they use; nothing binds
+the ClusterRole system:node, so RBAC allows a node nothing more.
 
 podlab auth can-i asks that question without doing anything, as kubectl's
 SelfSubjectAccessReview does. It prints yes or no, and which binding and
@@ -27,7 +31,8 @@ the namespace.
 
   podlab auth can-i create pods --as viewer
   podlab auth can-i create pods/binding --as system:kube-scheduler
-  podlab auth can-i delete nodes --as developer`,
+  podlab auth can-i delete nodes --as developer
+  podlab auth can-i get pods web --as system:node:node-1`,
 		Flags: []cli.Flag{
 			namespaceFlag(),
 			&cli.BoolFlag{Name: "list", Usage: "list every rule the user has in the namespace"},

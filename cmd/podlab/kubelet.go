@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
@@ -28,7 +29,10 @@ var kubeletCommand = &cli.Command{
 	ArgsUsage: "[--node NAME] [--once | --next | --pod NAME --stage STAGE] [--registry-mirror URL]",
 	Description: `The kubelet is the agent on every node. It is a client of the API server like
 any other, as the user system:node:NAME (group system:nodes), and it is the
-only component that makes things happen on the machine.
+only component that makes things happen on the machine. The Node authorizer
+and the NodeRestriction admission plugin let it read and write only its own
+Node and the pods bound to it: run with another node's identity (--as
+system:node:node-2), it is refused.
 
 REGISTRATION. It creates its Node object with what it measures here: cpu
 (the CPUs it may use), memory (MemTotal of /proc/meminfo), ephemeral-storage
@@ -132,21 +136,42 @@ Examples:
 			if c.String("pod") == "" || c.String("stage") == "" {
 				return errors.New("--pod and --stage go together: podlab kubelet --pod web --stage pull")
 			}
-			pod, err := k.Pod(c.Context, namespaceOf(c), c.String("pod"))
+			stage, err := kubelet.ParseStage(c.String("stage"))
 			if err != nil {
 				return err
 			}
-			return runStageOf(c, k, pod, kubelet.StageName(c.String("stage")))
+			pod, err := k.Pod(c.Context, namespaceOf(c), c.String("pod"))
+			if apierrors.IsForbidden(err) {
+				return fmt.Errorf("%w\n(the kubelet of node %s may read only the pods bound to it: is pod %s there and scheduled to %s? podlab get pod %s -o wide)",
+					err, k.Node(), c.String("pod"), k.Node(), c.String("pod"))
+			}
+			if err != nil {
+				return err
+			}
+			return runStageOf(c, k, pod, stage)
 		case c.Bool("once"):
-			fmt.Fprintf(w, "kubelet %s (as system:node:%s), once: node directory %s\n", k.Node(), k.Node(), k.Layout().Dir)
+			fmt.Fprintf(w, "kubelet %s (as %s), once: node directory %s\n", k.Node(), kubeletUser(c), k.Layout().Dir)
 			return k.SyncOnce(c.Context)
 		}
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		fmt.Fprintf(w, "kubelet %s (as system:node:%s): node directory %s; watching pods with spec.nodeName=%s. Ctrl-C stops it.\n",
-			k.Node(), k.Node(), k.Layout().Dir, k.Node())
+		fmt.Fprintf(w, "kubelet %s (as %s): node directory %s; watching pods with spec.nodeName=%s. Ctrl-C stops it.\n",
+			k.Node(), kubeletUser(c), k.Layout().Dir, k.Node())
 		return k.Run(ctx)
 	},
+}
+
+// kubeletUser is who the kubelet acts as: system:node:NODE, unless --as
+// or --token says otherwise (and then the API server's Node authorizer
+// refuses it the node's objects, unless that identity is the node's).
+func kubeletUser(c *cli.Context) string {
+	switch {
+	case c.String("as") != "":
+		return c.String("as")
+	case c.String("token") != "":
+		return "the user of --token"
+	}
+	return "system:node:" + c.String("node")
 }
 
 // openKubelet opens the API server as the kubelet of --node (adding its

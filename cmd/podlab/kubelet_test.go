@@ -207,8 +207,11 @@ func TestKubeletCommand_BadInputs(t *testing.T) {
 	}{
 		{"stage without pod", []string{"kubelet", "--stage", "pull"}, "--pod and --stage go together"},
 		{"unknown stage", []string{"kubelet", "--pod", "web", "--stage", "bake"}, `no stage "bake"`},
-		{"unscheduled pod", []string{"kubelet", "--pod", "web", "--stage", "pull"}, "pod default/web is not scheduled yet"},
-		{"missing pod", []string{"kubelet", "--pod", "nope", "--stage", "pull"}, "not found"},
+		// node-1's kubelet may not read a pod that is not bound to it: the
+		// Node authorizer answers 403, for a missing pod too
+		{"unscheduled pod", []string{"kubelet", "--pod", "web", "--stage", "pull"}, "no relationship found between node 'node-1' and this object\n(the kubelet of node node-1 may read only the pods bound to it: is pod web there and scheduled to node-1? podlab get pod web -o wide)"},
+		{"missing pod", []string{"kubelet", "--pod", "nope", "--stage", "pull"}, "no relationship found between node 'node-1' and this object"},
+		{"another node's identity", []string{"kubelet", "--node", "node-2", "--as", "system:node:node-1", "--once"}, `registering node node-2: nodes "node-2" is forbidden: node "node-1" is not allowed to modify node "node-2"`},
 		{"bad node name", []string{"kubelet", "--node", "../etc", "--once"}, "node name"},
 		{"a stage of an unscheduled pod, by --pod", []string{"unpack", "--pod", "web"}, "pod web is not scheduled yet"},
 		{"runc start of an unscheduled pod", []string{"runc", "start", "--pod", "web"}, "pod web is not scheduled yet"},

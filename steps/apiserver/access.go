@@ -10,7 +10,7 @@ import (
 	"github.com/podlab/podlab/steps/store"
 )
 
-// Access asks the authorizer whether the client's user may do verb on
+// Access asks the authorizers (Node, then RBAC) whether the client's user may do verb on
 // resource (optionally a subresource, a namespace and a name) without
 // doing it: kubectl auth can-i, a SelfSubjectAccessReview in Kubernetes.
 func (c *Client) Access(ctx context.Context, verb, resource, subresource, namespace, name string) (authn.User, rbac.Decision, error) {
@@ -24,11 +24,18 @@ func (c *Client) Access(ctx context.Context, verb, resource, subresource, namesp
 	}
 	var d rbac.Decision
 	err = c.s.store.View(ctx, func(tx *store.Tx) error {
-		p, err := c.s.policyIn(tx)
+		_, dd, err := c.s.decide(tx, rbac.Attributes{User: u, Verb: verb, APIGroup: res.Group, Resource: res.Name, Subresource: subresource, Namespace: namespace, Name: name})
 		if err != nil {
 			return err
 		}
-		d = rbac.Authorize(p, rbac.Attributes{User: u, Verb: verb, APIGroup: res.Group, Resource: res.Name, Subresource: subresource, Namespace: namespace, Name: name})
+		switch {
+		case dd.node.Allowed:
+			d = rbac.Decision{Allowed: true, Reason: "Node: " + dd.nodeSummary}
+		case dd.node.Reason != "" && !dd.rbac.Allowed:
+			d = rbac.Decision{Reason: "Node: " + dd.node.Reason + "; " + dd.rbac.Reason}
+		default:
+			d = dd.rbac
+		}
 		return nil
 	})
 	return u, d, err

@@ -15,7 +15,7 @@ import (
 
 // admitCreate runs admission and validation for a new object, in
 // kube-apiserver's order: mutating plugins (NamespaceLifecycle, defaults,
-// LimitRanger), validation of the object's fields, then validating plugins
+// LimitRanger, NodeRestriction), validation of the object's fields, then validating plugins
 // (PodSecurity, ResourceQuota, and RBAC's escalation check). It runs inside
 // the write's own transaction, so what it reads (the namespace, limit
 // ranges, quotas and the pods they count) cannot change before the write:
@@ -54,6 +54,9 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		if err := c.phase(PhaseMutatingAdmission, "LimitRanger", admission.LimitRangerMutate(pod, limitRanges), nil); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.nodeRestriction(tx, u, admission.Create, res, "", obj.GetNamespace(), obj.GetName(), obj, nil); err != nil {
+		return nil, err
 	}
 	if err := c.phase(PhaseValidation, "", nil, admission.Validate(obj)); err != nil {
 		return nil, err

@@ -138,7 +138,7 @@ func (s *Server) bootstrap(tx *store.Tx) ([]string, error) {
 	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	}
-	crs, crbs, rbs := rbac.Bootstrap(HostNode)
+	crs, crbs, rbs := rbac.Bootstrap()
 	for i := range crs {
 		objs = append(objs, &crs[i])
 	}

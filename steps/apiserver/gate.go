@@ -13,6 +13,7 @@ import (
 	"github.com/podlab/podlab/steps/apiserver/rbac"
 	"github.com/podlab/podlab/steps/store"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
@@ -94,31 +95,138 @@ func (c *Client) authenticate() (authn.User, error) {
 	return u, nil
 }
 
-// authorize is the second gate: may this user do this? It reads the RBAC
-// objects from the store in the request's own transaction.
+// authorize is the second gate: may this user do this? kube-apiserver
+// runs with --authorization-mode=Node,RBAC: the Node authorizer first
+// (kubelets, and only for their own node's objects), then RBAC, which reads
+// the Roles and bindings from the store in the request's own transaction.
+// The first to allow wins; when none does, the 403 carries the reasons the
+// authorizers gave.
 func (c *Client) authorize(tx *store.Tx, a rbac.Attributes) (*rbac.Policy, error) {
-	p, err := c.s.policyIn(tx)
+	p, d, err := c.s.decide(tx, a)
 	if err != nil {
 		return nil, err
 	}
-	d := rbac.Authorize(p, a)
-	if !d.Allowed {
+	if !d.allowed() {
 		gr := schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}
 		if a.Subresource != "" {
 			gr.Resource += "/" + a.Subresource
 		}
 		// NewForbidden's text is kube-apiserver's: pods "web" is forbidden:
-		// User "viewer" cannot create resource "pods" in API group "" in the namespace "default"
-		err := apierrors.NewForbidden(gr, a.Name, errors.New(rbac.ForbiddenMessage(a)))
+		// User "viewer" cannot create resource "pods" in API group "" in the
+		// namespace "default", then the authorizers' reasons, if any
+		msg := rbac.ForbiddenMessage(a)
+		if d.node.Reason != "" {
+			msg += ": " + d.node.Reason
+		}
+		err := apierrors.NewForbidden(gr, a.Name, errors.New(msg))
 		if c.phases != nil {
-			c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: "403 Forbidden: " + rbac.ForbiddenMessage(a), Details: []string{d.Reason}, Err: err})
+			details := []string{d.rbac.Reason}
+			if d.node.Reason != "" {
+				details = append([]string{"Node: " + d.node.Reason}, details...)
+			}
+			c.report(Phase{Name: PhaseAuthorization, Plugin: d.by(), Summary: "403 Forbidden: " + msg, Details: details, Err: err})
 		}
 		return nil, err
 	}
 	if c.phases != nil {
-		c.report(Phase{Name: PhaseAuthorization, Plugin: "RBAC", Summary: strings.TrimPrefix(d.Reason, "RBAC: ")})
+		summary := strings.TrimPrefix(d.rbac.Reason, "RBAC: ")
+		if d.node.Allowed {
+			summary = d.nodeSummary
+		}
+		c.report(Phase{Name: PhaseAuthorization, Plugin: d.by(), Summary: summary})
 	}
 	return p, nil
+}
+
+// decision is what the chain of authorizers decided about one request.
+type decision struct {
+	// isNode: the user is a node, so the Node authorizer was asked.
+	isNode bool
+	node   rbac.Decision
+	// nodeSummary says, for -v, what the Node authorizer allowed.
+	nodeSummary string
+	// rbac is RBAC's decision, when the Node authorizer did not allow.
+	rbac rbac.Decision
+}
+
+func (d decision) allowed() bool { return d.node.Allowed || d.rbac.Allowed }
+
+// by names the authorizer that decided: the one that allowed, or, for a
+// refusal of a node, the Node authorizer whose reason the 403 gives.
+func (d decision) by() string {
+	switch {
+	case d.node.Allowed:
+		return "Node"
+	case d.rbac.Allowed:
+		return "RBAC"
+	case d.isNode:
+		return "Node,RBAC"
+	default:
+		return "RBAC"
+	}
+}
+
+// decide runs the authorizers in kube-apiserver's order, Node then RBAC,
+// and returns the RBAC policy it read (for the escalation check) with the
+// decision.
+func (s *Server) decide(tx *store.Tx, a rbac.Attributes) (*rbac.Policy, decision, error) {
+	var d decision
+	var nodeName string
+	nodeName, d.isNode = authn.NodeIdentity(a.User)
+	if d.isNode {
+		var err error
+		if d.node, err = s.nodeAuthz.Authorize(txPods{tx}, a); err != nil {
+			return nil, d, err
+		}
+		if d.node.Allowed {
+			d.nodeSummary = fmt.Sprintf("node %q may %s", nodeName, nodeOperation(a))
+		}
+	}
+	p, err := s.policyIn(tx)
+	if err != nil {
+		return nil, d, err
+	}
+	if !d.node.Allowed {
+		d.rbac = rbac.Authorize(p, a)
+	}
+	return p, d, nil
+}
+
+// nodeOperation says what the Node authorizer allowed: get pods "web" in
+// namespace "default".
+func nodeOperation(a rbac.Attributes) string {
+	res := a.Resource
+	if a.Subresource != "" {
+		res += "/" + a.Subresource
+	}
+	what := a.Verb + " " + res
+	if a.Name != "" {
+		what += fmt.Sprintf(" %q", a.Name)
+	}
+	if a.Namespace != "" {
+		what += fmt.Sprintf(" in namespace %q", a.Namespace)
+	}
+	if len(a.FieldSelector) > 0 {
+		terms := make([]string, len(a.FieldSelector))
+		for i, r := range a.FieldSelector {
+			terms[i] = r.Field + string(r.Operator) + r.Value
+		}
+		what += " with field selector " + strings.Join(terms, ",")
+	}
+	return what
+}
+
+// txPods is the Node authorizer's view of the pods: the store, read in the
+// request's own transaction (kube-apiserver keeps a graph fed by
+// informers instead).
+type txPods struct{ tx *store.Tx }
+
+func (p txPods) Get(namespace, name string) (*corev1.Pod, error) {
+	return getTyped[*corev1.Pod](p.tx, mustResource("pods"), namespace, name)
+}
+
+func (p txPods) List(namespace string) ([]*corev1.Pod, error) {
+	return listTyped[*corev1.Pod](p.tx, mustResource("pods"), namespace)
 }
 
 // policyFingerprint identifies the stored RBAC objects: how many there are

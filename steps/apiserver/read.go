@@ -124,7 +124,7 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 	var raw []store.KV
 	var rev int64
 	err = c.s.store.View(ctx, func(tx *store.Tx) error {
-		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "list", APIGroup: res.Group, Resource: res.Name, Namespace: namespace}); err != nil {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "list", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, FieldSelector: sel.fields.Requirements()}); err != nil {
 			return err
 		}
 		rev = tx.Revision()
@@ -207,7 +207,7 @@ func (c *Client) Watch(ctx context.Context, resource, namespace string, opts Lis
 		return nil, err
 	}
 	err = c.s.store.View(ctx, func(tx *store.Tx) error {
-		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "watch", APIGroup: res.Group, Resource: res.Name, Namespace: namespace}); err != nil {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "watch", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, FieldSelector: sel.fields.Requirements()}); err != nil {
 			return err
 		}
 		if from == 0 {

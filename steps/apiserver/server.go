@@ -10,6 +10,7 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver/admission"
 	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/apiserver/nodeauthorizer"
 	"github.com/podlab/podlab/steps/apiserver/rbac"
 	"github.com/podlab/podlab/steps/store"
 )
@@ -23,6 +24,8 @@ type Server struct {
 	tokens *authn.Tokens
 	psa    *admission.PodSecurityAdmission
 	now    func() time.Time
+	// nodeAuthz is the Node authorizer, asked before RBAC.
+	nodeAuthz *nodeauthorizer.Authorizer
 
 	// The RBAC policy, decoded from the store, and the fingerprint of the
 	// RBAC keys it was decoded from: it is decoded again only when a Role,
@@ -56,7 +59,8 @@ func New(st *store.Store, tokens *authn.Tokens, opts ...Option) (*Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("setting up PodSecurity admission: %w", err)
 	}
-	s := &Server{store: st, tokens: tokens, psa: psa, now: time.Now, nsCache: map[string]*corev1.Namespace{}}
+	s := &Server{store: st, tokens: tokens, psa: psa, now: time.Now, nsCache: map[string]*corev1.Namespace{},
+		nodeAuthz: nodeauthorizer.New(rbac.NodeRules())}
 	for _, o := range opts {
 		o(s)
 	}

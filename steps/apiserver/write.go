@@ -225,6 +225,13 @@ func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Objec
 	if err != nil {
 		return nil, err
 	}
+	sub := ""
+	if status {
+		sub = "status"
+	}
+	if err := c.nodeRestriction(tx, u, admission.Update, res, sub, old.GetNamespace(), old.GetName(), obj, old); err != nil {
+		return nil, err
+	}
 	if !status {
 		if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
 			return nil, err
@@ -405,6 +412,9 @@ func (c *Client) Delete(ctx context.Context, resource, namespace, name string, o
 		}
 		if obj == nil {
 			return apierrors.NewNotFound(res.GroupResource(), name)
+		}
+		if err := c.nodeRestriction(tx, u, admission.Delete, res, "", namespace, name, nil, obj); err != nil {
+			return err
 		}
 		switch o := obj.(type) {
 		case *corev1.Pod:

@@ -74,6 +74,16 @@ func (n StageName) CRI() string {
 	return ""
 }
 
+// ParseStage returns the stage called name, one of those RunStage runs
+// (`podlab kubelet --stage NAME`), or an error listing them.
+func ParseStage(name string) (StageName, error) {
+	switch n := StageName(name); n {
+	case StageSandbox, StagePull, StageUnpack, StageSpec, StageCreate, StageStart, StageKill, StageRemove:
+		return n, nil
+	}
+	return "", fmt.Errorf("no stage %q: the stages are sandbox, pull, unpack, spec, create, start, kill and remove", name)
+}
+
 // Actionable reports whether the stage is work to do now (not a state to
 // wait in).
 func (n StageName) Actionable() bool {

@@ -606,7 +606,7 @@ func (k *Kubelet) RemoveStage(ctx context.Context, pod *corev1.Pod) (*RemoveResu
 	}
 	obj, err := k.client.Get(ctx, "pods", pod.Namespace, pod.Name)
 	exists := err == nil && obj.GetUID() == pod.UID
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err != nil && !podGone(err) {
 		return nil, fmt.Errorf("reading pod %s: %w", podKey(pod), err)
 	}
 	if exists && obj.(*corev1.Pod).DeletionTimestamp == nil {

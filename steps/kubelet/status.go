@@ -76,7 +76,7 @@ func (k *Kubelet) report(ctx context.Context, pod *corev1.Pod, rec *Recording, o
 	defer func() { rec.Took += time.Since(start) }()
 	for try := 0; ; try++ {
 		obj, err := k.client.Get(ctx, "pods", pod.Namespace, pod.Name)
-		if apierrors.IsNotFound(err) {
+		if podGone(err) {
 			return nil // deleted meanwhile: nothing to report to
 		}
 		if err != nil {

@@ -159,11 +159,21 @@ func podsOf(objs []apiserver.Object) []*corev1.Pod {
 	return out
 }
 
+// podGone reports whether err, from reading one of the node's pods by
+// name, says the pod is gone: 404, or 403 from the Node authorizer, which
+// relates a node only to the pods bound to it, and so answers a read of a
+// pod deleted meanwhile with "no relationship found between node ... and
+// this object", as kube-apiserver does (the kubelet's status manager then
+// skips the pod).
+func podGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
+}
+
 // fresh re-reads pod from the API server; nil when it is gone (or replaced
 // by another pod of the same name).
 func (k *Kubelet) fresh(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	obj, err := k.client.Get(ctx, "pods", pod.Namespace, pod.Name)
-	if apierrors.IsNotFound(err) {
+	if podGone(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -281,7 +291,8 @@ func (k *Kubelet) RunStage(ctx context.Context, pod *corev1.Pod, stage StageName
 	case StageRemove:
 		return nilIfNil(k.RemoveStage(ctx, pod))
 	}
-	return nil, fmt.Errorf("no stage %q: the stages are sandbox, pull, unpack, spec, create, start, kill and remove", stage)
+	_, err := ParseStage(string(stage))
+	return nil, err
 }
 
 // nilIfNil turns a nil *T result into a nil interface.

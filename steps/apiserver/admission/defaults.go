@@ -113,8 +113,11 @@ func DefaultPod(p *corev1.Pod) []string {
 
 	// The ServiceAccount admission plugin. The real plugin also checks that
 	// the ServiceAccount exists and mounts its token as a projected volume
-	// (kube-api-access-xxxxx); podlab has no ServiceAccount objects.
-	if spec.ServiceAccountName == "" {
+	// (kube-api-access-xxxxx); podlab has no ServiceAccount objects. It
+	// leaves mirror pods alone: a kubelet posts them from a file, may not
+	// make them refer to a service account (NodeRestriction), and deletes
+	// one whose spec differs from its file.
+	if _, mirror := p.Annotations[MirrorPodAnnotation]; spec.ServiceAccountName == "" && !mirror {
 		if spec.DeprecatedServiceAccount != "" {
 			spec.ServiceAccountName = spec.DeprecatedServiceAccount
 		} else {

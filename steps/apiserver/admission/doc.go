@@ -21,7 +21,8 @@
 //     unreachable tolerations, Priority sets spec.priority (all three are
 //     folded into DefaultPod, and its notes say which plugin did what), and
 //     LimitRanger fills resources from the namespace's LimitRanges
-//     (LimitRangerMutate).
+//     (LimitRangerMutate). NodeRestriction changes nothing but refuses a
+//     kubelet's writes to what is not its own node's (NodeRestriction).
 //     Then the registry strategy prepares the object (PrepareForCreate): a
 //     new object's status is the API server's, not the client's, so
 //     whatever status a client sent is dropped (a pod is Pending, its QoS

@@ -5,6 +5,8 @@
 // that is authorization (package rbac), the next gate.
 package authn
 
+import "strings"
+
 // User is an authenticated identity: a name, a uid and the groups the user
 // belongs to. Kubernetes keeps no User objects: users exist only in the
 // authenticator's answers, and RBAC bindings name them by string.
@@ -32,4 +34,24 @@ func (u User) InGroup(group string) bool {
 		}
 	}
 	return false
+}
+
+// NodeUserPrefix starts a kubelet's user name: system:node:<node>.
+const NodeUserPrefix = "system:node:"
+
+// NodeIdentity says whether u is a node (a kubelet), and which: as
+// kube-apiserver's default node identifier, a node is a user named
+// system:node:<name> in the group system:nodes. isNode is true with an
+// empty name for a user in system:nodes whose name has the prefix but no
+// node after it: such a request is refused, not treated as an ordinary
+// user's. A user named system:node:x outside the group is not a node.
+func NodeIdentity(u User) (name string, isNode bool) {
+	if !u.InGroup(GroupNodes) {
+		return "", false
+	}
+	name, ok := strings.CutPrefix(u.Name, NodeUserPrefix)
+	if !ok {
+		return "", false
+	}
+	return name, true
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/podlab/podlab/steps/apiserver/authn"
 )
@@ -42,6 +43,11 @@ type Attributes struct {
 	Namespace string
 	// Name is the object's name; "" on create and list.
 	Name string
+	// FieldSelector is a list or watch's field selector, parsed before the
+	// request is authorized, as kube-apiserver's request info does: the
+	// Node authorizer lets a kubelet list pods only with
+	// spec.nodeName=<its node>. RBAC ignores it.
+	FieldSelector fields.Requirements
 	// Path is the URL path of a non-resource request (/healthz, /version,
 	// /api), which has no Resource. It is ignored when Resource is set.
 	Path string

@@ -24,7 +24,7 @@ var (
 )
 
 func TestAuthorize_Bootstrap(t *testing.T) {
-	p := BootstrapPolicy("node-1")
+	p := BootstrapPolicy()
 	const apps = "apps"
 	tests := []struct {
 		name    string
@@ -101,16 +101,20 @@ func TestAuthorize_Bootstrap(t *testing.T) {
 		{"controller-manager deletes nodes", Attributes{User: ctrlmgr, Verb: "delete", Resource: "nodes", Name: "node-1"}, false, ""},
 		{"controller-manager binds pods", Attributes{User: ctrlmgr, Verb: "create", Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}, false, ""},
 
-		// A kubelet, as a member of system:nodes.
-		{"node updates pods/status", Attributes{User: node1, Verb: "update", Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}, true,
-			`RBAC: allowed by ClusterRoleBinding "system:node" of ClusterRole "system:node" to Group "system:nodes"`},
-		{"node registers itself", Attributes{User: node1, Verb: "create", Resource: "nodes"}, true, ""},
-		{"node patches nodes/status", Attributes{User: node1, Verb: "patch", Resource: "nodes", Subresource: "status", Name: "node-1"}, true, ""},
-		{"node watches pods", Attributes{User: node1, Verb: "watch", Resource: "pods"}, true, ""},
-		{"node deletes a pod", Attributes{User: node1, Verb: "delete", Resource: "pods", Namespace: "default", Name: "web"}, true, ""},
+		// A kubelet: RBAC alone grants it nothing but what every
+		// authenticated user may do. The binding of system:node has no
+		// subjects; the Node authorizer, asked first, grants its rules to
+		// each node for its own objects (package nodeauthorizer).
+		{"node updates pods/status", Attributes{User: node1, Verb: "update", Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}, false, ""},
+		{"node registers itself", Attributes{User: node1, Verb: "create", Resource: "nodes"}, false, ""},
+		{"node patches nodes/status", Attributes{User: node1, Verb: "patch", Resource: "nodes", Subresource: "status", Name: "node-1"}, false, ""},
+		{"node watches pods", Attributes{User: node1, Verb: "watch", Resource: "pods"}, false, ""},
+		{"node deletes a pod", Attributes{User: node1, Verb: "delete", Resource: "pods", Namespace: "default", Name: "web"}, false, ""},
 		{"node updates a pod spec", Attributes{User: node1, Verb: "update", Resource: "pods", Namespace: "default", Name: "web"}, false, ""},
 		{"node deletes a node", Attributes{User: node1, Verb: "delete", Resource: "nodes", Name: "node-1"}, false, ""},
 		{"node binds pods", Attributes{User: node1, Verb: "create", Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}, false, ""},
+		{"node gets /healthz", Attributes{User: node1, Verb: "get", Path: "/healthz"}, true,
+			`RBAC: allowed by ClusterRoleBinding "system:discovery" of ClusterRole "system:discovery" to Group "system:authenticated"`},
 
 		// Deny by default.
 		{"stranger gets /healthz", Attributes{User: stranger, Verb: "get", Path: "/healthz"}, false, ""},
@@ -550,7 +554,7 @@ func TestRoleRules_Bad(t *testing.T) {
 // BenchmarkAuthorize runs Authorize on the bootstrap policy: it runs on
 // every API request.
 func BenchmarkAuthorize(b *testing.B) {
-	p := BootstrapPolicy("node-1")
+	p := BootstrapPolicy()
 	cases := []struct {
 		name string
 		a    Attributes

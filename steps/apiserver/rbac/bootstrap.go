@@ -41,8 +41,6 @@ const (
 	userViewer                = "viewer"
 	userKubeScheduler         = "system:kube-scheduler"
 	userKubeControllerManager = "system:kube-controller-manager"
-	// NodeUserPrefix starts a kubelet's user name: system:node:<node>.
-	NodeUserPrefix = "system:node:"
 )
 
 // API groups and verb sets, as Kubernetes' bootstrap policy names them.
@@ -102,22 +100,23 @@ func eventsRule() rbacv1.PolicyRule {
 //   - ClusterRoleBindings: cluster-admin to Group system:masters,
 //     system:discovery, system:basic-user and system:public-info-viewer to
 //     Group system:authenticated, each component's role to its user,
-//     system:node to Group system:nodes (and to the node users given), and
-//     "viewer-view": ClusterRole view to User viewer.
+//     system:node to nobody (the Node authorizer grants its rules, per
+//     node, see NodeRules), and "viewer-view": ClusterRole view to User
+//     viewer.
 //   - RoleBindings: "developer-edit" in namespace default: ClusterRole edit
 //     to User developer.
-func Bootstrap(nodeNames ...string) (clusterRoles []rbacv1.ClusterRole, clusterRoleBindings []rbacv1.ClusterRoleBinding, roleBindings []rbacv1.RoleBinding) {
+func Bootstrap() (clusterRoles []rbacv1.ClusterRole, clusterRoleBindings []rbacv1.ClusterRoleBinding, roleBindings []rbacv1.RoleBinding) {
 	roles, err := Aggregate(bootstrapClusterRoles())
 	if err != nil {
 		// Only a typo in the static selectors above gets here.
 		panic(fmt.Sprintf("rbac: aggregating the bootstrap cluster roles: %v", err))
 	}
-	return roles, bootstrapClusterRoleBindings(nodeNames), bootstrapRoleBindings()
+	return roles, bootstrapClusterRoleBindings(), bootstrapRoleBindings()
 }
 
 // BootstrapPolicy is Bootstrap as a Policy, ready for Authorize.
-func BootstrapPolicy(nodeNames ...string) *Policy {
-	crs, crbs, rbs := Bootstrap(nodeNames...)
+func BootstrapPolicy() *Policy {
+	crs, crbs, rbs := Bootstrap()
 	return &Policy{ClusterRoles: crs, ClusterRoleBindings: crbs, RoleBindings: rbs}
 }
 
@@ -256,41 +255,10 @@ func bootstrapClusterRoles() []rbacv1.ClusterRole {
 		),
 
 		// What a kubelet needs to register its Node, report its status and
-		// run the pods bound to it. Kubernetes narrows it further, per
-		// node, with the Node authorizer and the NodeRestriction admission
-		// plugin (a kubelet may only touch its own Node and its own pods);
-		// podlab has neither.
-		clusterRole("system:node", nil,
-			rule("create").groups(authenticationGroup).resources("tokenreviews").done(),
-			rule("create").groups(authorizationGroup).resources("subjectaccessreviews", "localsubjectaccessreviews").done(),
-			// Services, for the pods' environment variables.
-			rule(verbsRead...).groups(legacyGroup).resources("services").done(),
-			// Register the Node object and report its status.
-			rule("create", "get", "list", "watch").groups(legacyGroup).resources("nodes").done(),
-			rule("update", "patch").groups(legacyGroup).resources("nodes/status").done(),
-			rule("update", "patch").groups(legacyGroup).resources("nodes").done(),
-			rule("create", "update", "patch").groups(legacyGroup).resources("events").done(),
-			// Watch the pods bound to the node; create and delete mirror
-			// pods; report pod status; evict.
-			rule(verbsRead...).groups(legacyGroup).resources("pods").done(),
-			rule("create", "delete").groups(legacyGroup).resources("pods").done(),
-			rule("update", "patch").groups(legacyGroup).resources("pods/status").done(),
-			rule("create").groups(legacyGroup).resources("pods/eviction").done(),
-			// Secrets and config maps for volumes and environment variables.
-			rule(verbsRead...).groups(legacyGroup).resources("secrets", "configmaps").done(),
-			rule("get").groups(legacyGroup).resources("persistentvolumeclaims", "persistentvolumes").done(),
-			rule("get").groups(legacyGroup).resources("endpoints").done(),
-			// Rotate its own client certificate.
-			rule("create", "get", "list", "watch").groups(certificatesGroup).resources("certificatesigningrequests").done(),
-			// The node's heartbeat Lease.
-			rule("get", "create", "update", "patch", "delete").groups(coordinationGroup).resources("leases").done(),
-			rule("get").groups(storageGroup).resources("volumeattachments").done(),
-			rule("create").groups(legacyGroup).resources("serviceaccounts/token").done(),
-			rule("get", "update", "patch").groups(legacyGroup).resources("persistentvolumeclaims/status").done(),
-			rule("get", "watch", "list").groups(storageGroup).resources("csidrivers").done(),
-			rule("get", "create", "update", "patch", "delete").groups(storageGroup).resources("csinodes").done(),
-			rule(verbsRead...).groups(nodeGroup).resources("runtimeclasses").done(),
-		),
+		// run the pods bound to it. No binding hands it out (see
+		// bootstrapClusterRoleBindings): the Node authorizer grants these
+		// rules to every node, narrowed per node (NodeRules).
+		clusterRole("system:node", nil, NodeRules()...),
 
 		// The scheduler: watch unscheduled pods and the nodes, bind each pod
 		// to a node (create pods/binding), record why not (pods/status,
@@ -352,6 +320,47 @@ func bootstrapClusterRoles() []rbacv1.ClusterRole {
 	}
 }
 
+// NodeRules are the rules of the ClusterRole system:node: what a kubelet
+// needs to register its Node, report its status and run the pods bound to
+// it (Kubernetes' bootstrappolicy.NodeRules). kube-apiserver gives them to
+// the Node authorizer, which allows them to every node after narrowing the
+// ones about nodes, pods, secrets, config maps, claims and leases to the
+// node's own objects; the NodeRestriction admission plugin narrows the
+// writes further. They are a new copy on each call.
+func NodeRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		rule("create").groups(authenticationGroup).resources("tokenreviews").done(),
+		rule("create").groups(authorizationGroup).resources("subjectaccessreviews", "localsubjectaccessreviews").done(),
+		// Services, for the pods' environment variables.
+		rule(verbsRead...).groups(legacyGroup).resources("services").done(),
+		// Register the Node object and report its status.
+		rule("create", "get", "list", "watch").groups(legacyGroup).resources("nodes").done(),
+		rule("update", "patch").groups(legacyGroup).resources("nodes/status").done(),
+		rule("update", "patch").groups(legacyGroup).resources("nodes").done(),
+		rule("create", "update", "patch").groups(legacyGroup, eventsGroup).resources("events").done(),
+		// Watch the pods bound to the node; create and delete mirror
+		// pods; report pod status; evict.
+		rule(verbsRead...).groups(legacyGroup).resources("pods").done(),
+		rule("create", "delete").groups(legacyGroup).resources("pods").done(),
+		rule("update", "patch").groups(legacyGroup).resources("pods/status").done(),
+		rule("create").groups(legacyGroup).resources("pods/eviction").done(),
+		// Secrets and config maps for volumes and environment variables.
+		rule(verbsRead...).groups(legacyGroup).resources("secrets", "configmaps").done(),
+		rule("get").groups(legacyGroup).resources("persistentvolumeclaims", "persistentvolumes").done(),
+		rule("get").groups(legacyGroup).resources("endpoints").done(),
+		// Rotate its own client certificate.
+		rule("create", "get", "list", "watch").groups(certificatesGroup).resources("certificatesigningrequests").done(),
+		// The node's heartbeat Lease.
+		rule("get", "create", "update", "patch", "delete").groups(coordinationGroup).resources("leases").done(),
+		rule("get").groups(storageGroup).resources("volumeattachments").done(),
+		rule("create").groups(legacyGroup).resources("serviceaccounts/token").done(),
+		rule("get", "update", "patch").groups(legacyGroup).resources("persistentvolumeclaims/status").done(),
+		rule("get", "watch", "list").groups(storageGroup).resources("csidrivers").done(),
+		rule("get", "create", "update", "patch", "delete").groups(storageGroup).resources("csinodes").done(),
+		rule(verbsRead...).groups(nodeGroup).resources("runtimeclasses").done(),
+	}
+}
+
 func subjectUser(name string) rbacv1.Subject {
 	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
 }
@@ -373,16 +382,7 @@ func clusterRoleBinding(role string, subjects ...rbacv1.Subject) rbacv1.ClusterR
 	}
 }
 
-func bootstrapClusterRoleBindings(nodeNames []string) []rbacv1.ClusterRoleBinding {
-	// system:node to the group every kubelet is in, as Kubernetes did until
-	// 1.7. Today's Kubernetes leaves this binding without subjects: the
-	// Node authorizer grants these rules instead, and only for the node's
-	// own objects. The node users are listed too, so the binding names
-	// every node podlab init made.
-	nodeSubjects := []rbacv1.Subject{subjectGroup(authn.GroupNodes)}
-	for _, n := range nodeNames {
-		nodeSubjects = append(nodeSubjects, subjectUser(NodeUserPrefix+n))
-	}
+func bootstrapClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 	viewer := rbacv1.ClusterRoleBinding{
 		TypeMeta:   clusterRoleBindingType,
 		ObjectMeta: podlabMeta("viewer-view", ""),
@@ -396,7 +396,12 @@ func bootstrapClusterRoleBindings(nodeNames []string) []rbacv1.ClusterRoleBindin
 		clusterRoleBinding("system:public-info-viewer", subjectGroup(authn.GroupAuthenticated), subjectGroup("system:unauthenticated")),
 		clusterRoleBinding("system:kube-controller-manager", subjectUser(userKubeControllerManager)),
 		clusterRoleBinding("system:kube-scheduler", subjectUser(userKubeScheduler)),
-		clusterRoleBinding("system:node", nodeSubjects...),
+		// system:node was bound to the group system:nodes until
+		// Kubernetes 1.7; since then the binding stays, without subjects,
+		// and the Node authorizer grants the role's rules, each node only
+		// for its own objects. Were the group bound, RBAC would allow node-1
+		// what the Node authorizer refuses it (every pod, every Node).
+		clusterRoleBinding("system:node"),
 		// podlab's read-only user may read (not write, not secrets) in every
 		// namespace: a ClusterRoleBinding grants a ClusterRole everywhere.
 		viewer,

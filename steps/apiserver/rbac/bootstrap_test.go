@@ -12,7 +12,7 @@ import (
 )
 
 func TestBootstrap_Metadata(t *testing.T) {
-	crs, crbs, rbs := Bootstrap("node-1")
+	crs, crbs, rbs := Bootstrap()
 	type object struct {
 		kind string
 		meta metav1.ObjectMeta
@@ -60,7 +60,7 @@ func TestBootstrap_Metadata(t *testing.T) {
 }
 
 func TestBootstrap_Objects(t *testing.T) {
-	crs, crbs, rbs := Bootstrap("node-1", "node-2")
+	crs, crbs, rbs := Bootstrap()
 	var roleNames []string
 	for _, r := range crs {
 		roleNames = append(roleNames, r.Name)
@@ -86,7 +86,9 @@ func TestBootstrap_Objects(t *testing.T) {
 		{"cluster-admin", "cluster-admin", []rbacv1.Subject{subjectGroup("system:masters")}},
 		{"system:kube-scheduler", "system:kube-scheduler", []rbacv1.Subject{subjectUser("system:kube-scheduler")}},
 		{"system:kube-controller-manager", "system:kube-controller-manager", []rbacv1.Subject{subjectUser("system:kube-controller-manager")}},
-		{"system:node", "system:node", []rbacv1.Subject{subjectGroup("system:nodes"), subjectUser("system:node:node-1"), subjectUser("system:node:node-2")}},
+		// kept without subjects, as Kubernetes does since 1.7: the Node
+		// authorizer grants system:node's rules, per node
+		{"system:node", "system:node", nil},
 		{"viewer-view", "view", []rbacv1.Subject{subjectUser("viewer")}},
 	}
 	for _, tt := range tests {
@@ -298,16 +300,26 @@ func TestAggregate_Bad(t *testing.T) {
 	}
 }
 
-// A node user is a kubelet through its group; a node user outside the group
-// is still one when Bootstrap was told its node name.
-func TestBootstrap_NodeNames(t *testing.T) {
-	lone := authn.User{Name: "system:node:node-2", Groups: []string{authn.GroupAuthenticated}}
-	a := Attributes{User: lone, Verb: "update", Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}
-	if Authorize(BootstrapPolicy("node-1"), a).Allowed {
-		t.Error("node-2 outside system:nodes allowed without being named")
+// No binding gives a node the rules of system:node: RBAC alone refuses a
+// kubelet what the Node authorizer grants it for its own objects only. In
+// podlab before the Node authorizer, the group system:nodes was bound, and
+// node-1 could update the status of any pod.
+func TestBootstrap_NodesUnbound(t *testing.T) {
+	p := BootstrapPolicy()
+	for _, u := range []authn.User{
+		{Name: "system:node:node-1", Groups: []string{authn.GroupNodes, authn.GroupAuthenticated}},
+		{Name: "system:node:node-2", Groups: []string{authn.GroupAuthenticated}},
+	} {
+		a := Attributes{User: u, Verb: "update", Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}
+		if d := Authorize(p, a); d.Allowed {
+			t.Errorf("%s (groups %v) allowed by RBAC: %s", u.Name, u.Groups, d.Reason)
+		}
 	}
-	d := Authorize(BootstrapPolicy("node-1", "node-2"), a)
-	if want := `RBAC: allowed by ClusterRoleBinding "system:node" of ClusterRole "system:node" to User "system:node:node-2"`; d.Reason != want {
-		t.Errorf("reason\n got %s\nwant %s", d.Reason, want)
+	rules, err := RoleRules(p, "", clusterRoleRef("system:node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(rules, NodeRules(), rulesEqual) {
+		t.Error("the ClusterRole system:node does not hold NodeRules()")
 	}
 }

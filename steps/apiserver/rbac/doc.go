@@ -71,4 +71,15 @@
 // system:masters, the user-facing admin, edit and view roles, and a role
 // for each control plane component. Bootstrap returns it, with podlab's
 // own two bindings for its developer and viewer users.
+//
+// # Kubelets: the Node authorizer first
+//
+// kube-apiserver runs --authorization-mode=Node,RBAC. A kubelet's request
+// (system:node:<name> in system:nodes) is decided first by the Node
+// authorizer (package nodeauthorizer), which grants the rules of the
+// ClusterRole system:node (NodeRules) for the node's own objects only.
+// The binding of system:node is kept without subjects, as Kubernetes has
+// kept it since 1.7: RBAC alone allows a node nothing but what every
+// authenticated user may do. Attributes carry the request's parsed field
+// selector for the Node authorizer; Authorize ignores it.
 package rbac

@@ -21,7 +21,7 @@ func clusterRoleRules(t *testing.T, p *Policy, name string) []rbacv1.PolicyRule 
 }
 
 func TestConfirmNoEscalation(t *testing.T) {
-	p := BootstrapPolicy("node-1")
+	p := BootstrapPolicy()
 	tests := []struct {
 		name      string
 		u         authn.User
