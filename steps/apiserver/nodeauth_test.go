@@ -239,4 +239,3 @@ func TestNodeAccess(t *testing.T) {
 		}
 	}
 }
-
