@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"github.com/podlab/podlab/internal/testenv"
 	"os"
 	"os/exec"
 	"strings"
@@ -48,7 +49,7 @@ func mustPodlab(t *testing.T, state string, args ...string) string {
 // phase and ends with a stored Pending pod, the viewer refused with 403 and
 // an unknown token with 401, storing nothing.
 func TestTheGate(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	out := mustPodlab(t, state, "run", "web", "--image", "nginx")
 	for _, want := range []string{
@@ -135,7 +136,7 @@ func TestTheGate(t *testing.T) {
 // TestWatchInAnotherProcess runs `podlab get pods -w` as its own process
 // and checks that it prints each change made by this one, as it happens.
 func TestWatchInAnotherProcess(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	mustPodlab(t, state, "run", "web", "--image", "nginx")
 	cmd := exec.Command(os.Args[0], "--state-dir", state, "get", "pods", "-w", "--output-watch-events")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/podlab/podlab/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,7 +88,7 @@ func adminClient(t *testing.T, state string) apiserver.Interface {
 // Eleven rounds of `get -o json | apply`: the last-applied annotation is
 // the manifest without itself, so it never nests and never grows.
 func TestApply_RoundTripKeepsTheAnnotationSmall(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	if out := applyManifest(t, state, webManifest("app: web", "nginx=nginx:1.25")); !strings.Contains(out, "deployment.apps/web created") {
 		t.Errorf("first apply says\n%s", out)
@@ -118,7 +119,7 @@ func TestApply_RoundTripKeepsTheAnnotationSmall(t *testing.T) {
 // kubectl scale, then a new manifest without replicas: the count stays, as
 // no manifest ever set it.
 func TestApply_KeepsTheScaledReplicas(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	applyManifest(t, state, webManifest("app: web", "nginx=nginx:1.25"))
 	if out := mustPodlab(t, state, "scale", "deployment/web", "--replicas", "3"); !strings.Contains(out, "deployment.apps/web scaled") {
@@ -137,7 +138,7 @@ func TestApply_KeepsTheScaledReplicas(t *testing.T) {
 // Three versions: what the last manifest set and this one drops goes;
 // what another tool added stays; containers merge by name.
 func TestApply_ThreeWayMerge(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	applyManifest(t, state, webManifest("app: web, tier: frontend", "nginx=nginx:1.25"))
 	// another tool adds a label and a sidecar container
@@ -162,7 +163,7 @@ func TestApply_ThreeWayMerge(t *testing.T) {
 // Two learners each get -o json, edit, apply: 19 updates, of which each
 // either lands or is refused with 409; none is silently lost.
 func TestApply_ResourceVersionIsAPrecondition(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	applyManifest(t, state, webManifest("app: web", "nginx=nginx:1.25"))
 	edit := func(live string, k int) string {
@@ -212,7 +213,7 @@ func TestApply_ResourceVersionIsAPrecondition(t *testing.T) {
 }
 
 func TestScale_Preconditions(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	applyManifest(t, state, webManifest("app: web", "nginx=nginx:1.25"))
 	d, _ := getDeployment(t, state)
@@ -244,7 +245,7 @@ func TestScale_Preconditions(t *testing.T) {
 }
 
 func TestApply_BadInput(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	applyManifest(t, state, webManifest("app: web", "nginx=nginx:1.25"))
 	dir := t.TempDir()

@@ -22,10 +22,9 @@ import (
 func TestDeploymentAcrossTwoNodes(t *testing.T) {
 	testenv.RequireRoot(t)
 	runc := testenv.Runc(t)
-	tmp := t.TempDir()
 	ref := helloRegistry(t)
 
-	state := filepath.Join(tmp, "state")
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	mustPodlab(t, state, "node", "add", "node-2", "--cpu", "2", "--memory", "4Gi")
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/podlab/podlab/internal/testenv"
 	"strings"
 	"testing"
 )
@@ -8,7 +9,7 @@ import (
 // TestCheckCommand walks lesson 02 with the real commands: its checks fail
 // before, with what to do, and pass after.
 func TestCheckCommand(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	out, err := podlabWith(t, checkCommand, state, "check", "2")
 	if err == nil || !strings.Contains(err.Error(), "check(s) of lesson 02 failed") {
 		t.Fatalf("podlab check 2 before init: error %v\n%s", err, out)

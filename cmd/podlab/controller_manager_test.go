@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/podlab/podlab/internal/testenv"
 	"regexp"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func controllerManagerApp(t *testing.T, state string, args ...string) (string, e
 }
 
 func TestControllerManagerOnce(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	mustPodlab(t, state, "create", "deployment", "web", "--image", "nginx:1.25", "--replicas", "2")
 
@@ -56,7 +57,7 @@ func TestControllerManagerOnce(t *testing.T) {
 }
 
 func TestControllerManagerFailsAsViewer(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	mustPodlab(t, state, "create", "deployment", "web", "--image", "nginx:1.25")
 	out, err := controllerManagerApp(t, state, "controller-manager", "--once", "--as", "viewer")

@@ -57,7 +57,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("pushing hello: %v", err)
 	}
 
-	state := filepath.Join(tmp, "state")
+	state := testenv.StateDir(t)
 	bundle := filepath.Join(state, "bundles", "hello")
 	id := fmt.Sprintf("e2e-%d", os.Getpid())
 	env := append(os.Environ(), "PODLAB_STATE_DIR="+state, "PODLAB_RUNTIME="+runc)

@@ -50,8 +50,8 @@ func TestReset_TwoStateDirs(t *testing.T) {
 		pid                         int
 	}
 	var sides []*side
-	for _, name := range []string{"a", "b"} {
-		s := &side{state: filepath.Join(tmp, name)}
+	for range 2 {
+		s := &side{state: testenv.StateDir(t)}
 		sides = append(sides, s)
 		t.Cleanup(func() { run(s.state, "reset", "--yes") })
 		bundle := filepath.Join(s.state, "bundles", "hello")

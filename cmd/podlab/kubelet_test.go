@@ -51,14 +51,13 @@ func mustKubeletApp(t *testing.T, state string, args ...string) string {
 func TestKubeletCommand(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx := context.Background()
-	tmp := t.TempDir()
 	// The kubelet's shim is this test binary, run as podlab (see TestMain).
 	t.Setenv("PODLAB_TEST_RUN_MAIN", "1")
 	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
 
 	ref := helloRegistry(t)
 
-	state := filepath.Join(tmp, "state")
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	api, err := apiserver.Open(state)
 	if err != nil {
@@ -196,7 +195,7 @@ func TestKubeletCommand(t *testing.T) {
 
 // TestKubeletCommand_BadInputs: each fails with a clear error.
 func TestKubeletCommand_BadInputs(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	mustPodlab(t, state, "run", "web", "--image", "nginx")
 	t.Setenv("PODLAB_RUNTIME", "/bin/true") // never run: every case fails before

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/podlab/podlab/internal/testenv"
 	"strings"
 	"testing"
 
@@ -22,7 +23,7 @@ func schedulerApp(t *testing.T, state string, args ...string) (string, error) {
 }
 
 func TestSchedulerOnce(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	mustPodlab(t, state, "node", "add", "node-1", "--cpu", "2", "--memory", "4Gi")
 	mustPodlab(t, state, "run", "web", "--image", "nginx")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/podlab/podlab/internal/testenv"
 	"strings"
 	"testing"
 
@@ -11,7 +12,7 @@ import (
 )
 
 func TestStoreCommand(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	st, err := store.Open(store.Path(state))
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestStoreCommand(t *testing.T) {
 	}
 
 	t.Run("a pod the API server stored, in protobuf", func(t *testing.T) {
-		state := t.TempDir()
+		state := testenv.StateDir(t)
 		runPodlab(t, state, "init")
 		runPodlab(t, state, "run", "web", "--image", "nginx")
 		out := runPodlab(t, state, "store", "get", "/registry/pods/default/web")

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -71,7 +70,7 @@ func inOrder(t *testing.T, recs []trace.Record, want ...string) {
 // TestTraceCommand traces a pod the scheduler first could not place (its
 // node not Ready), then bound: podlab run, scheduler --once twice.
 func TestTraceCommand(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	mustPodlab(t, state, "node", "add", "node-1", "--cpu", "2", "--memory", "4Gi")
 	mustPodlab(t, state, "run", "web", "--image", "nginx")
@@ -117,7 +116,7 @@ func TestTraceCommand(t *testing.T) {
 
 // TestTraceCommand_BadInputs: each fails with a clear error.
 func TestTraceCommand_BadInputs(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	for _, tc := range []struct {
 		name string
@@ -145,12 +144,11 @@ func TestTraceCommand_BadInputs(t *testing.T) {
 // from podlab run to its deletion.
 func TestTraceCommand_RealPod(t *testing.T) {
 	testenv.RequireRoot(t)
-	tmp := t.TempDir()
 	t.Setenv("PODLAB_TEST_RUN_MAIN", "1") // the kubelet's shim is this test binary, run as podlab
 	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
 	ref := helloRegistry(t)
 
-	state := filepath.Join(tmp, "state")
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	t.Cleanup(func() {
 		podlab(t, state, "delete", "pod", "web", "--force")

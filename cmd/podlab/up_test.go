@@ -114,7 +114,7 @@ func checkSteps(t *testing.T, out string, chain []string) {
 // --yes leaves no container, no mount, no cgroup of the pod, no store.
 func TestUp_BarePod(t *testing.T) {
 	upEnv(t)
-	state := filepath.Join(t.TempDir(), "state")
+	state := testenv.StateDir(t)
 	demoImages(t, state)
 	t.Cleanup(func() { upApp(t, state, "", "reset", "--yes") })
 
@@ -235,7 +235,7 @@ func TestUp_BarePod(t *testing.T) {
 // Running and the Deployment ready.
 func TestUp_Deployment(t *testing.T) {
 	upEnv(t)
-	state := filepath.Join(t.TempDir(), "state")
+	state := testenv.StateDir(t)
 	demoImages(t, state)
 	t.Cleanup(func() { upApp(t, state, "", "reset", "--yes") })
 
@@ -271,7 +271,7 @@ func TestUp_Deployment(t *testing.T) {
 
 // TestUp_BadInputs: each fails with a clear error, before anything runs.
 func TestUp_BadInputs(t *testing.T) {
-	state := t.TempDir()
+	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	mustPodlab(t, state, "run", "pending", "--image", "nginx")
 	notPodlab := t.TempDir()

@@ -106,7 +106,7 @@ func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 	t.Helper()
 	testenv.RequireRoot(t)
 	ctx := context.Background()
-	c := &cluster{dir: t.TempDir()}
+	c := &cluster{dir: testenv.StateDir(t)}
 	if _, err := apiserver.Init(ctx, c.dir); err != nil {
 		t.Fatal(err)
 	}

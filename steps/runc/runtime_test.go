@@ -132,7 +132,7 @@ func newRuntime(t *testing.T) *runc.Runtime {
 	}
 	return &runc.Runtime{
 		Binary:    testenv.Runc(t),
-		StateDir:  t.TempDir(),
+		StateDir:  testenv.StateDir(t),
 		Shim:      []string{exe},
 		OnCommand: func(argv []string) { t.Logf("+ %s", strings.Join(argv, " ")) },
 	}
