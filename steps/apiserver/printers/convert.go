@@ -29,7 +29,10 @@ type TableConvertor struct {
 // order), to a Table with kube's columns for its kind. includeObject is
 // the request's includeObject parameter: "None", "Object", or "Metadata"
 // (also when ""), as kube-apiserver applies it. The Table's
-// resourceVersion and continue are the list's (or the object's).
+// resourceVersion and continue are the list's (or the object's). In a
+// watch, kube-apiserver sends the column definitions with the first event
+// only (TableOptions.NoHeaders for the rest): the caller sets
+// ColumnDefinitions to nil on later events.
 func (c TableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, includeObject string) (*metav1.Table, error) {
 	if obj == nil {
 		return nil, fmt.Errorf("converting to a Table: no object")
