@@ -247,6 +247,7 @@ func TestHandler(t *testing.T) {
 		{"livez verbose", "/livez?verbose", "", 200, "text/plain; charset=utf-8", []string{"[+]ping ok\nlivez check passed\n"}},
 		{"readyz one check", "/readyz/ping", "", 200, "text/plain; charset=utf-8", []string{"ok"}},
 		{"openapi v2", "/openapi/v2", "application/json", 200, "application/json", []string{`"swagger":"2.0"`, `"io.k8s.api.core.v1.Pod"`}},
+		{"openapi v2 protobuf", "/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf", 200, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", []string{"io.k8s.api.core.v1.Pod"}},
 		{"openapi v3 index", "/openapi/v3", "", 200, "application/json", []string{`"api/v1":{"serverRelativeURL":"/openapi/v3/api/v1?hash=`, `"apis/apps/v1"`}},
 		{"openapi v3 apps", "/openapi/v3/apis/apps/v1", "application/json", 200, "application/json", []string{`"io.k8s.api.apps.v1.Deployment"`, `"fieldValidation"`}},
 		{"resource path", "/api/v1/namespaces/default/pods", "", 404, "application/json", []string{`"reason":"NotFound"`, "the server could not find the requested resource"}},
@@ -284,7 +285,7 @@ func TestHandler_BadInput(t *testing.T) {
 		{"openapi of a group podlab lacks", http.MethodGet, "/openapi/v3/apis/batch/v1", "", 404, `"reason":"NotFound"`},
 		{"unknown path", http.MethodGet, "/metrics", "", 404, "the server could not find the requested resource"},
 		{"unknown health check", http.MethodGet, "/livez/etcd", "", 404, `"reason":"NotFound"`},
-		{"openapi v2 protobuf only", http.MethodGet, "/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf", 406, "read OpenAPI v3"},
+		{"openapi v2 as xml", http.MethodGet, "/openapi/v2", "application/xml", 406, `"reason":"NotAcceptable"`},
 		{"discovery protobuf only", http.MethodGet, "/apis", "application/vnd.kubernetes.protobuf", 406, `"reason":"NotAcceptable"`},
 		{"stale openapi hash", http.MethodGet, "/openapi/v3/api/v1?hash=0123", "", 301, ""},
 		{"malformed accept", http.MethodGet, "/api", ";;;", 406, `"reason":"NotAcceptable"`},
@@ -433,6 +434,19 @@ func TestDiscoveryClient(t *testing.T) {
 	}
 	if v.Major() != 1 || v.Minor() != 37 {
 		t.Errorf("version %s, want 1.37", v)
+	}
+
+	// OpenAPI v2 as client-go asks for it: protobuf only.
+	v2, err := dc.OpenAPISchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]bool{}
+	for _, d := range v2.GetDefinitions().GetAdditionalProperties() {
+		defs[d.GetName()] = true
+	}
+	if !defs["io.k8s.api.apps.v1.Deployment"] || defs["io.k8s.api.batch.v1.Job"] {
+		t.Errorf("OpenAPI v2 definitions: Deployment %v, Job %v; want only podlab's kinds", defs["io.k8s.api.apps.v1.Deployment"], defs["io.k8s.api.batch.v1.Job"])
 	}
 
 	openapi, err := dc.OpenAPIV3().Paths()

@@ -26,7 +26,8 @@
 //     merge patch of `kubectl apply` (which lists merge by which key), and
 //     to see whether the server takes the fieldValidation parameter: if so
 //     kubectl leaves validation to the server (fieldValidation=Strict).
-//     /openapi/v2 is the older single document (swagger.json).
+//     /openapi/v2 is the older single document (swagger.json, also as
+//     protobuf), which kubectl reads only where v3 is missing.
 //
 // The documents are not written here. Kubernetes' own repository commits
 // what a real kube-apiserver serves (api/discovery and api/openapi-spec in

@@ -49,13 +49,14 @@ func newDocument(b []byte) document {
 
 // server holds the embedded documents, read once.
 type server struct {
-	versions   metav1.APIVersions  // /api, its serverAddressByClientCIDRs filled at each request
-	legacy     map[string]document // "/apis", "/api/v1", "/apis/apps", "/apis/apps/v1"
-	aggregated map[string]document // "/api", "/apis"
-	version    document            // /version
-	openapiV2  document
-	openapiV3  map[string]document // "api/v1", "apis/apps/v1", ... as in the index
-	v3Index    document
+	versions    metav1.APIVersions  // /api, its serverAddressByClientCIDRs filled at each request
+	legacy      map[string]document // "/apis", "/api/v1", "/apis/apps", "/apis/apps/v1"
+	aggregated  map[string]document // "/api", "/apis"
+	version     document            // /version
+	openapiV2   document            // JSON
+	openapiV2Pb document            // the same, as protobuf
+	openapiV3   map[string]document // "api/v1", "apis/apps/v1", ... as in the index
+	v3Index     document
 }
 
 // Handler serves what kube-apiserver serves besides its resources: the
@@ -137,6 +138,11 @@ func load() (*server, error) {
 		return nil, err
 	}
 	s.openapiV2 = newDocument(v2)
+	v2pb, err := readDoc("openapi/v2/swagger.pb.gz")
+	if err != nil {
+		return nil, err
+	}
+	s.openapiV2Pb = newDocument(v2pb)
 
 	names, err = docNames("openapi/v3")
 	if err != nil {
@@ -270,21 +276,43 @@ func (s *server) serveVersion(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveOpenAPIV2 serves swagger.json. kube-apiserver also serves it as
-// protobuf, which client-go's OpenAPISchema asks for alone; kubectl v1.37
-// reads OpenAPI v3 and uses v2 only where v3 is missing, so podlab answers
-// a protobuf-only request 406, as kube-openapi does for a format it lacks.
+// The media types of OpenAPI v2 as protobuf: client-go's OpenAPISchema
+// asks for the older spelling alone; the answer is labelled with the newer.
+const (
+	contentTypeOpenAPIV2Pb           = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+	contentTypeOpenAPIV2PbDeprecated = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+)
+
+// serveOpenAPIV2 serves swagger.json, as JSON or protobuf, whichever the
+// Accept header names first (kube-openapi's handler). kubectl v1.37 reads
+// OpenAPI v3 and falls back to v2 (as protobuf) only where v3 is missing:
+// `kubectl explain --output plaintext-openapiv2`, client-side validation
+// against a server without fieldValidation, apply's patch for a kind v3
+// lacks. Anything else gets 406.
 func (s *server) serveOpenAPIV2(w http.ResponseWriter, r *http.Request) {
 	if !getOnly(w, r) {
 		return
 	}
 	w.Header().Add("Vary", "Accept")
-	if !acceptsJSON(r.Header.Get("Accept")) {
-		writeStatus(w, http.StatusNotAcceptable, "NotAcceptable",
-			"podlab serves OpenAPI v2 as application/json only; read OpenAPI v3 at /openapi/v3")
-		return
+	accept := r.Header.Get("Accept")
+	if strings.TrimSpace(accept) == "" {
+		accept = "*/*"
 	}
-	serveDocument(w, r, s.openapiV2, contentTypeJSON)
+	for _, clause := range strings.Split(accept, ",") {
+		// Not mime.ParseMediaType: the deprecated type's "@" is not a token
+		// character.
+		mt, _, _ := strings.Cut(clause, ";")
+		switch strings.TrimSpace(mt) {
+		case "application/json", "application/*", "*/*":
+			serveDocument(w, r, s.openapiV2, contentTypeJSON)
+			return
+		case contentTypeOpenAPIV2Pb, contentTypeOpenAPIV2PbDeprecated:
+			serveDocument(w, r, s.openapiV2Pb, contentTypeOpenAPIV2Pb)
+			return
+		}
+	}
+	writeStatus(w, http.StatusNotAcceptable, "NotAcceptable",
+		fmt.Sprintf("only the following media types are accepted: %s, %s", contentTypeJSON, contentTypeOpenAPIV2Pb))
 }
 
 func (s *server) serveOpenAPIV3Index(w http.ResponseWriter, r *http.Request) {

@@ -2,11 +2,13 @@ package discovery
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,6 +94,8 @@ func TestKubectl_Explain(t *testing.T) {
 		{[]string{"explain", "pod.spec.containers"}, []string{"KIND:       Pod", "VERSION:    v1", "FIELD: containers <[]Container>", "image\t<string>"}},
 		{[]string{"explain", "deploy.spec.replicas"}, []string{"GROUP:      apps", "KIND:       Deployment", "FIELD: replicas <integer>"}},
 		{[]string{"explain", "rolebindings.subjects"}, []string{"KIND:       RoleBinding", "FIELD: subjects <[]Subject>"}},
+		// OpenAPI v2, which kubectl asks for as protobuf.
+		{[]string{"explain", "pod.spec.nodeName", "--output", "plaintext-openapiv2"}, []string{"KIND:     Pod", "FIELD:    nodeName <string>"}},
 	}
 	for _, tt := range tests {
 		out, err := kubectl(tt.args...)
@@ -149,5 +153,40 @@ func TestKubectl_Version(t *testing.T) {
 	}
 	if strings.Contains(out, "WARNING") {
 		t.Errorf("kubectl version warns:\n%s", out)
+	}
+}
+
+// TestKubectl_LeavesValidationToServer: kubectl's default --validate=strict
+// looks in OpenAPI v3 for the fieldValidation parameter of the create path;
+// finding it, kubectl sends fieldValidation=Strict and validates nothing
+// itself. (Without it, kubectl would validate client-side from OpenAPI v2.)
+// No resource handler answers the POST here: the create fails with a 404,
+// after the request shows what kubectl asked.
+func TestKubectl_LeavesValidationToServer(t *testing.T) {
+	h, err := Handler(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			writes = append(writes, r.Method+" "+r.URL.RequestURI())
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	kubectl := kubectlAgainst(t, srv)
+	manifest := filepath.Join(t.TempDir(), "pod.yaml")
+	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n"
+	if err := os.WriteFile(manifest, []byte(pod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := kubectl("create", "-f", manifest)
+	if err == nil || !strings.Contains(out, "Error from server (NotFound)") {
+		t.Errorf("kubectl create: %v\n%s", err, out)
+	}
+	want := "POST /api/v1/namespaces/default/pods?fieldManager=kubectl-create&fieldValidation=Strict"
+	if !slices.Contains(writes, want) {
+		t.Errorf("kubectl create sent %q, want %q", writes, want)
 	}
 }

@@ -76,10 +76,9 @@ func run(out, src, version string) error {
 	}
 	files["SOURCE.json"] = append(source, '\n')
 
-	// Replace what an earlier run wrote, keep the README.
-	old, _ := filepath.Glob(filepath.Join(out, "*", "*"))
-	for _, f := range old {
-		if err := os.Remove(f); err != nil {
+	// Replace what an earlier run wrote (the subdirectories), keep the README.
+	for _, sub := range []string{"discovery", "openapi"} {
+		if err := os.RemoveAll(filepath.Join(out, sub)); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	openapi_v2 "github.com/google/gnostic-models/openapiv2"
+	"google.golang.org/protobuf/proto"
 )
 
 // genOpenAPI filters the OpenAPI v3 documents of podlab's group versions
@@ -49,7 +52,20 @@ func genOpenAPI(src string, s served, files map[string][]byte) error {
 	if err != nil {
 		return err
 	}
-	files["openapi/v2/swagger.json.gz"], err = gzipped(b)
+	if files["openapi/v2/swagger.json.gz"], err = gzipped(b); err != nil {
+		return err
+	}
+	// The same document as protobuf, which client-go's OpenAPISchema asks
+	// for alone: kube-openapi converts it the same way (ToProtoBinary).
+	doc, err := openapi_v2.ParseDocument(b)
+	if err != nil {
+		return fmt.Errorf("swagger.json as protobuf: %w", err)
+	}
+	pb, err := proto.MarshalOptions{Deterministic: true}.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("swagger.json as protobuf: %w", err)
+	}
+	files["openapi/v2/swagger.pb.gz"], err = gzipped(pb)
 	return err
 }
 
