@@ -5,7 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
+	rbacv1beta1 "k8s.io/api/rbac/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -95,10 +95,12 @@ func Columns(kind string) ([]metav1.TableColumnDefinition, error) {
 			{Name: "Created At", Type: "date", Description: meta["creationTimestamp"]},
 		}, nil
 	case "RoleBinding", "ClusterRoleBinding":
+		// kube describes ROLE from v1beta1's documentation, whose text
+		// lacks v1's "This field is immutable."
 		what := "roleBinding"
-		role := rbacv1.RoleBinding{}.SwaggerDoc()["roleRef"]
+		role := rbacv1beta1.RoleBinding{}.SwaggerDoc()["roleRef"]
 		if kind == "ClusterRoleBinding" {
-			what, role = "clusterRoleBinding", rbacv1.ClusterRoleBinding{}.SwaggerDoc()["roleRef"]
+			what, role = "clusterRoleBinding", rbacv1beta1.ClusterRoleBinding{}.SwaggerDoc()["roleRef"]
 		}
 		return []metav1.TableColumnDefinition{
 			name,

@@ -3,6 +3,7 @@ package printers
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/podlab/podlab/steps/apiserver"
@@ -68,7 +69,7 @@ func (c TableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, 
 		}
 	}
 
-	kind, err := kindOf(obj, items)
+	kind, err := kindOf(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -104,37 +105,23 @@ func (c TableConvertor) ConvertToTable(ctx context.Context, obj runtime.Object, 
 	return table, nil
 }
 
-// kindOf is the kind of the object, or of the list's items ("PodList" holds
-// "Pod"s). An empty list still gets its columns.
-func kindOf(obj runtime.Object, items []runtime.Object) (string, error) {
-	if r, err := resourceOf(obj); err == nil {
-		return r.Kind, nil
+// kindOf is the kind of the object, or of the list's items: a PodList
+// holds Pods. An empty list still gets its columns.
+func kindOf(obj runtime.Object) (string, error) {
+	t := reflect.TypeOf(obj)
+	if meta.IsListType(obj) {
+		v := reflect.ValueOf(obj)
+		if v.Kind() == reflect.Pointer {
+			v = v.Elem()
+		}
+		if items := v.FieldByName("Items"); v.Kind() == reflect.Struct && items.IsValid() && items.Kind() == reflect.Slice {
+			t = reflect.PointerTo(items.Type().Elem())
+		}
 	}
-	for _, it := range items {
-		if r, err := resourceOf(it); err == nil {
+	for _, r := range apiserver.Resources() {
+		if reflect.TypeOf(r.New()) == t {
 			return r.Kind, nil
 		}
 	}
-	if meta.IsListType(obj) {
-		// A typed list without its kind set: PodList -> Pod.
-		name := fmt.Sprintf("%T", obj) // *v1.PodList
-		for _, r := range apiserver.Resources() {
-			if fmt.Sprintf("%T", r.New()) == name[:len(name)-len("List")] {
-				return r.Kind, nil
-			}
-		}
-	}
 	return "", fmt.Errorf("converting %T to a Table: not a kind podlab serves", obj)
-}
-
-// resourceOf finds the resource of an object by its Go type, so that
-// objects decoded without apiVersion and kind convert too.
-func resourceOf(obj runtime.Object) (apiserver.Resource, error) {
-	want := fmt.Sprintf("%T", obj)
-	for _, r := range apiserver.Resources() {
-		if fmt.Sprintf("%T", r.New()) == want {
-			return r, nil
-		}
-	}
-	return apiserver.Resource{}, fmt.Errorf("no resource of type %s", want)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podlab/podlab/steps/apiserver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,5 +177,30 @@ func TestTableConvertor_BadInput(t *testing.T) {
 	cancel()
 	if _, err := convertor().ConvertToTable(ctx, &corev1.PodList{Items: []corev1.Pod{*runningPod("dev", "a")}}, ""); err == nil {
 		t.Error("a cancelled context converted")
+	}
+}
+
+// TestColumns_EveryResource: every kind podlab serves has kube's columns
+// and one cell per column, so no `kubectl get` of a podlab resource meets a
+// server that cannot print it.
+func TestColumns_EveryResource(t *testing.T) {
+	for _, r := range apiserver.Resources() {
+		cols, err := Columns(r.Kind)
+		if err != nil {
+			t.Errorf("%s: %v", r.Name, err)
+			continue
+		}
+		cells, err := Cells(r.New(), now)
+		if err != nil {
+			t.Errorf("%s: %v", r.Name, err)
+			continue
+		}
+		if len(cells) != len(cols) {
+			t.Errorf("%s: %d cells for %d columns", r.Name, len(cells), len(cols))
+		}
+	}
+	cols, _ := Columns("RoleBinding")
+	if d := cols[1].Description; strings.Contains(d, "immutable") || !strings.HasPrefix(d, "roleRef can reference a Role") {
+		t.Errorf("RoleBinding's ROLE column describes %q, want kube's (v1beta1's) text", d)
 	}
 }
