@@ -40,8 +40,10 @@
 //
 // Handler serves all of it, plus /version (the release of the documents,
 // v1.37.2+podlab) and /healthz, /livez, /readyz (?verbose lists each check
-// as kube-apiserver does). TableConvertor is the other half of what kubectl
-// needs from a server: `kubectl get` asks for a Table
-// (Accept: application/json;as=Table;g=meta.k8s.io;v=v1), and the server
-// computes the columns.
+// as kube-apiserver does). The other half of what kubectl needs from a
+// server besides the objects, the Table `kubectl get` asks for, is package
+// steps/apiserver/printers.
+//
+// Mount the Handler where the resource handlers do not answer: for paths
+// below /api/v1/ and /apis/GROUP/VERSION/ it answers kube's 404 Status.
 package discovery

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -94,4 +100,75 @@ func read(t *testing.T, path string, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestGenerated_UpToDate regenerates data/ from the module in the module
+// cache and compares it with what is committed: a change to podlab's
+// resources or Subresources without a new run of the generator fails here.
+// It skips when the module is not in the cache (go mod download
+// k8s.io/kubernetes@VERSION puts it there).
+func TestGenerated_UpToDate(t *testing.T) {
+	var src struct{ Version string }
+	read(t, filepath.Join("..", "data", "SOURCE.json"), &src)
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "k8s.io", "kubernetes@"+src.Version)
+	if _, err := os.Stat(filepath.Join(dir, "api", "discovery")); err != nil {
+		t.Skipf("k8s.io/kubernetes@%s is not in the module cache (go mod download it to run this test)", src.Version)
+	}
+	tmp := t.TempDir()
+	if err := run(tmp, dir, src.Version); err != nil {
+		t.Fatal(err)
+	}
+	committed := filepath.Join("..", "data")
+	seen := map[string]bool{}
+	err = filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(tmp, p)
+		seen[rel] = true
+		want, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		got, err := os.ReadFile(filepath.Join(committed, rel))
+		if err == nil && strings.HasSuffix(rel, ".gz") {
+			// Compare the documents, not the compressor's output, which
+			// may change with Go's release.
+			got, want = gunzip(t, got), gunzip(t, want)
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("data/%s is not what the generator writes now: run go run ./steps/apiserver/discovery/gen", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	filepath.WalkDir(committed, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(committed, p)
+		if rel != "README.md" && !seen[rel] {
+			t.Errorf("data/%s is not written by the generator any more: remove it", rel)
+		}
+		return nil
+	})
+}
+
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
