@@ -81,7 +81,7 @@ func Handler(opts Options) (http.Handler, error) {
 	mux.HandleFunc("/openapi/v2", s.serveOpenAPIV2)
 	mux.HandleFunc("/openapi/v3", s.serveOpenAPIV3Index)
 	mux.HandleFunc("/openapi/v3/", s.serveOpenAPIV3)
-	live := append([]Check{ping}, opts.Checks...)
+	live := append([]Check{ping()}, opts.Checks...)
 	ready := append(append([]Check{}, live...), opts.ReadyChecks...)
 	for name, checks := range map[string][]Check{"healthz": live, "livez": live, "readyz": ready} {
 		h := healthHandler(name, checks)
