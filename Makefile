@@ -18,6 +18,11 @@ UID          := $(shell id -u)
 STATE_DIR    ?= $(if $(filter 0,$(UID)),/var/lib/podlab,$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/podlab)
 RUNC_VERSION := v1.5.3
 CRANE_VERSION:= v0.22.1
+# kubectl's release follows podlab's k8s.io modules (k8s.io/api v0.37.2 is Kubernetes v1.37.2).
+KUBECTL_VERSION := v1.37.2
+KUBECTL_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(KUBECTL_VERSION) -X $(p).gitMajor=1 \
+	-X $(p).gitMinor=$(word 2,$(subst ., ,$(KUBECTL_VERSION))) -X $(p).gitTreeState=clean)
 # Debian packages the build, the tests, the lessons (nsenter, ps, python3) and the benchmarks need.
 APT_PACKAGES := libseccomp-dev pkg-config gcc pigz umoci iproute2 curl ca-certificates time util-linux procps python3
 
@@ -29,7 +34,7 @@ export PATH := $(BIN):$(PATH)
 
 all: build
 
-## deps: install what is missing (Debian packages, runc with the 2025 CVE fixes, crane)
+## deps: install what is missing (Debian packages, runc with the 2025 CVE fixes, crane, kubectl)
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -45,6 +50,10 @@ deps:
 	@if [ ! -x $(BIN)/crane ]; then \
 		echo "building crane $(CRANE_VERSION) into bin/ (for make bench)"; \
 		GOBIN=$(BIN) $(GO) install github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION); \
+	fi
+	@if ! $(BIN)/kubectl version --client 2>/dev/null | grep -qx "Client Version: $(KUBECTL_VERSION)"; then \
+		echo "building kubectl $(KUBECTL_VERSION) from k8s.io/kubectl into bin/ (tools/kubectl; about 3.5 minutes on 2 cores)"; \
+		cd tools/kubectl && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(BIN)/kubectl .; \
 	fi
 
 ## build: bin/podlab, static (no dynamic loader at start); urfave_cli_no_docs

@@ -74,3 +74,16 @@ func isExecutable(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
+
+// Kubectl returns the repository's bin/kubectl, the kubectl of the lab's
+// release that `make deps` builds from k8s.io/kubectl (tools/kubectl). The
+// kubectl on PATH is not used: it may be another release (these machines
+// have a cloud SDK's 1.32 dispatcher there).
+func Kubectl(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(RepoRoot(), "bin", "kubectl")
+	if !isExecutable(p) {
+		Missing(t, "%s not found (make deps builds it from tools/kubectl)", p)
+	}
+	return p
+}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/podlab/podlab/steps/apiserver/printers"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -515,7 +516,7 @@ func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
 // there (podlab serves no leases, and Describe is given no pods for a node).
 func (d *describer) node(node *corev1.Node) {
 	d.write(0, "Name:\t%s\n", node.Name)
-	d.write(0, "Roles:\t%s\n", orNone(strings.Join(nodeRoles(node), ",")))
+	d.write(0, "Roles:\t%s\n", orNone(strings.Join(printers.NodeRoles(node), ",")))
 	d.labels("Labels", node.Labels)
 	d.annotations("Annotations", node.Annotations)
 	d.write(0, "CreationTimestamp:\t%s\n", rfc1123(node.CreationTimestamp))

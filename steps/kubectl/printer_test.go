@@ -324,9 +324,10 @@ func TestPrinter_Tables(t *testing.T) {
 		{
 			"resourcequotas", "quota", PrintOptions{},
 			[]apiserver.Object{quota},
+			// kube v1.37's order (printResourceQuota): AGE comes last.
 			"" +
-				"NAME      AGE     REQUEST                            LIMIT\n" +
-				"compute   3h20m   pods: 1/10, requests.cpu: 500m/1   limits.cpu: 0/2, limits.memory: 256Mi/1Gi\n",
+				"NAME      REQUEST                            LIMIT                                       AGE\n" +
+				"compute   pods: 1/10, requests.cpu: 500m/1   limits.cpu: 0/2, limits.memory: 256Mi/1Gi   3h20m\n",
 		},
 		{"no objects print nothing", "pods", PrintOptions{}, nil, ""},
 	}
