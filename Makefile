@@ -19,7 +19,7 @@ STATE_DIR    ?= $(if $(filter 0,$(UID)),/var/lib/podlab,$(or $(XDG_DATA_HOME),$(
 RUNC_VERSION := v1.5.3
 CRANE_VERSION:= v0.22.1
 # Debian packages the build, the tests, the lessons (nsenter, ps, python3) and the benchmarks need.
-APT_PACKAGES := libseccomp-dev pkg-config gcc pigz umoci iproute2 curl ca-certificates time util-linux procps python3
+APT_PACKAGES := libseccomp-dev pkg-config gcc pigz umoci iproute2 curl ca-certificates time util-linux procps python3 openssl
 
 PODLAB := $(BIN)/podlab --state-dir $(STATE_DIR)
 export PODLAB_DEB_CACHE := $(STATE_DIR)/cache/debs
