@@ -77,7 +77,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 		Commands: []*cli.Command{
 			upCommand,
 			resetCommand,
-			initCommand,
+			newInitCommand(),
 			runCommand,
 			applyCommand,
 			createCommand,

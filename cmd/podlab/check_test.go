@@ -33,6 +33,7 @@ func TestCheckCommand(t *testing.T) {
 		t.Fatalf("podlab check 2 after the lesson: %v\n%s", err, out)
 	}
 	want := `PASS the control plane is initialized (token file and store)
+PASS the cluster CA signed the admin's client certificate and kubeconfig
 PASS pod web is stored
 PASS pod web is Pending with no node
 PASS namespace locked enforces the restricted Pod Security level

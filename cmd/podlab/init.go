@@ -2,18 +2,26 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/pki"
+	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/store"
 )
 
-var initCommand = &cli.Command{
-	Name:  "init",
-	Usage: "make the control plane's store and users: what starting kube-apiserver for the first time does",
-	Description: `Before "kubectl run" can reach anything, a cluster needs an API server with a
+func newInitCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "init",
+		Usage: "make the control plane's store, users, CA, certificates and kubeconfigs: what kubeadm init's first phases do",
+		Description: `Before "kubectl run" can reach anything, a cluster needs an API server with a
 store behind it and a way to tell who is asking. podlab init makes both in
 the state directory:
 
@@ -24,53 +32,146 @@ the state directory:
                     fsync'd there before it is acknowledged
   auth/tokens.csv   a static token file (kube-apiserver --token-auth-file):
                     token,user,uid,"groups" per line, mode 0600
+  pki/              the cluster's PKI, as kubeadm's /etc/kubernetes/pki
+  kubeconfigs/      one kubeconfig per identity
+
+The PKI is how the parts of a cluster know each other, as in Kubernetes the
+Hard Way's "Provisioning a CA and Generating TLS Certificates". Every
+connection is TLS, and one certificate authority signs every certificate:
+
+  ca.crt, ca.key            the cluster CA, which every component trusts (10 years)
+  apiserver.crt             the API server's serving certificate: clients check
+                            they talk to the API server (SANs 127.0.0.1, ::1,
+                            localhost, this host's name and address, kubernetes,
+                            kubernetes.default..., and 10.96.0.1, the ClusterIP
+                            of the kubernetes Service)
+  apiserver-kubelet-client.crt  the API server's client certificate, for
+                            calling kubelets (kubectl logs, exec)
+  admin.crt, kube-scheduler.crt, kube-controller-manager.crt, developer.crt,
+  viewer.crt, node-1.crt    client certificates: the subject IS the identity,
+                            its CN the user and its O the groups (CN=admin,
+                            O=system:masters; CN=system:node:node-1,
+                            O=system:nodes)
+  kubelet-node-1.crt        the kubelet's serving certificate, for its own API
+
+Keys are ECDSA P-256, mode 0600; certificates are valid one year. Each
+kubeconfig (admin.kubeconfig, node-1.kubeconfig, ...) names the cluster
+podlab at https://127.0.0.1:6443 (--apiserver-port), embeds ca.crt and the
+identity's certificate and key, as kubeadm's admin.conf, and is what
+kubectl --kubeconfig and the components' --kubeconfig read. See it with
+openssl x509 -in pki/admin.crt -noout -subject -issuer.
 
 The users: admin (group system:masters, bound to cluster-admin), developer
 (may edit the default namespace), viewer (may only read), and the
 components' own identities: system:kube-scheduler,
 system:kube-controller-manager and system:node:node-1, the kubelet of the
-node this machine plays.
+node this machine plays. Each has a token in the token file too: the API
+server asks for a client certificate first, then a bearer token.
 
 Then it writes what kube-apiserver writes when it first starts, with its own
 loopback identity: the namespaces default, kube-system, kube-public and
 kube-node-lease, and the default RBAC policy (ClusterRoles cluster-admin,
 admin, edit, view and the components' roles, and their bindings).
 
-Run again, it keeps every token and object and adds only what is missing.
-Any command can then act as any user: --as developer, or --token TOKEN.`,
-	Action: func(c *cli.Context) error {
-		dir, err := stateDir(c)
-		if err != nil {
-			return err
-		}
-		res, err := apiserver.Init(c.Context, dir)
-		if err != nil {
-			return err
-		}
-		w := c.App.Writer
-		if res.Existing {
-			fmt.Fprintf(w, "The control plane of %s exists already; kept its tokens and objects.\n", dir)
-		}
-		fmt.Fprintf(w, "store (etcd's role):  %s (revision %d)\n", res.StorePath, res.Revision)
-		fmt.Fprintf(w, "write-ahead log:      %s (each write is fsync'd here first, as in etcd's WAL)\n", store.WALPath(res.StorePath))
-		fmt.Fprintf(w, "token file:           %s\n\n", res.TokenPath)
-		tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-		fmt.Fprintln(tw, "USER\tGROUPS\tACT AS IT WITH")
-		for _, e := range res.Users {
-			groups := "-"
-			if len(e.User.Groups) > 0 {
-				groups = fmt.Sprint(e.User.Groups)
+Run again, it keeps every token, object, the CA and every certificate that
+is still good, and adds only what is missing: it re-issues a certificate
+only when it is missing, damaged, within 30 days of its end, or lacks a SAN
+now wanted, and says so. Any command can then act as any user: --as
+developer, or --token TOKEN.`,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "apiserver-port", Value: pki.DefaultPort, Usage: "the API server's port the kubeconfigs name (a new init keeps theirs unless this is set)"},
+		},
+		Action: func(c *cli.Context) error {
+			dir, err := stateDir(c)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(tw, "%s\t%s\t--as %s\n", e.User.Name, groups, e.User.Name)
+			if p := c.Int("apiserver-port"); p < 1 || p > 65535 {
+				return fmt.Errorf("--apiserver-port %d: want a TCP port, 1 to 65535 (kube-apiserver's is 6443)", p)
+			}
+			res, err := apiserver.Init(c.Context, dir)
+			if err != nil {
+				return err
+			}
+			printInit(c.App.Writer, dir, res)
+			opts := pki.Options{Layout: statedir.Layout{Dir: dir}, APIServerHosts: pki.MachineHosts(), Nodes: labNodes(res.Users)}
+			if c.IsSet("apiserver-port") {
+				opts.Server = pki.ServerURL(c.Int("apiserver-port"))
+			}
+			pr, err := pki.Ensure(opts)
+			if err != nil {
+				return fmt.Errorf("making the cluster's PKI: %w", err)
+			}
+			printPKI(c.App.Writer, pr)
+			fmt.Fprintln(c.App.Writer, "\nNext: podlab run web --image nginx (lessons/02-apiserver.md)")
+			return nil
+		},
+	}
+}
+
+// labNodes are the nodes the lab knows: the kubelets of the token file
+// (node-1, and those `podlab node add` added), each on this machine.
+func labNodes(users []authn.Entry) []pki.Node {
+	var out []pki.Node
+	for _, e := range users {
+		if name, ok := strings.CutPrefix(e.User.Name, pki.NodeUserPrefix); ok {
+			out = append(out, pki.Node{Name: name, Hosts: pki.MachineHosts()})
 		}
-		tw.Flush()
-		if len(res.Created) > 0 {
-			fmt.Fprintf(w, "\nWrote %d objects, as kube-apiserver does at its first start:\n", len(res.Created))
-			for _, k := range res.Created {
-				fmt.Fprintf(w, "  %s\n", k)
+	}
+	return out
+}
+
+func printInit(w io.Writer, dir string, res *apiserver.InitResult) {
+	if res.Existing {
+		fmt.Fprintf(w, "The control plane of %s exists already; kept its tokens and objects.\n", dir)
+	}
+	fmt.Fprintf(w, "store (etcd's role):  %s (revision %d)\n", res.StorePath, res.Revision)
+	fmt.Fprintf(w, "write-ahead log:      %s (each write is fsync'd here first, as in etcd's WAL)\n", store.WALPath(res.StorePath))
+	fmt.Fprintf(w, "token file:           %s\n\n", res.TokenPath)
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "USER\tGROUPS\tACT AS IT WITH")
+	for _, e := range res.Users {
+		groups := "-"
+		if len(e.User.Groups) > 0 {
+			groups = fmt.Sprint(e.User.Groups)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t--as %s\n", e.User.Name, groups, e.User.Name)
+	}
+	tw.Flush()
+	if len(res.Created) > 0 {
+		fmt.Fprintf(w, "\nWrote %d objects, as kube-apiserver does at its first start:\n", len(res.Created))
+		for _, k := range res.Created {
+			fmt.Fprintf(w, "  %s\n", k)
+		}
+	}
+}
+
+// printPKI narrates what pki.Ensure made and kept.
+func printPKI(w io.Writer, res *pki.Result) {
+	fmt.Fprintf(w, "\nThe cluster's PKI in %s (as kubeadm's /etc/kubernetes/pki; each NAME.crt has its NAME.key, mode 0600):\n", res.PKIDir)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, it := range res.Certificates {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s%s\n", it.Action, filepath.Base(it.Files[0]), it.Subject, it.Purpose, because(it))
+	}
+	tw.Flush()
+	for _, it := range res.Certificates {
+		if it.Name == "apiserver" {
+			if kp, err := pki.LoadKeyPair(it.Files[0], it.Files[1]); err == nil {
+				fmt.Fprintf(w, "The API server's certificate is valid until %s for: %s\n", kp.Cert.NotAfter.Format(time.DateOnly), strings.Join(pki.SANs(kp.Cert), ", "))
 			}
 		}
-		fmt.Fprintln(w, "\nNext: podlab run web --image nginx (lessons/02-apiserver.md)")
-		return nil
-	},
+	}
+	fmt.Fprintf(w, "\nKubeconfigs in %s (cluster %s at %s, the CA, the certificate and key embedded; use: kubectl --kubeconfig FILE):\n", res.KubeconfigsDir, pki.ClusterName, res.Server)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, it := range res.Kubeconfigs {
+		fmt.Fprintf(tw, "  %s\t%s\tcontext %s%s\n", it.Action, filepath.Base(it.Files[0]), pki.ContextName(it.Subject), because(it))
+	}
+	tw.Flush()
+}
+
+func because(it pki.Item) string {
+	if it.Reason == "" {
+		return ""
+	}
+	return " (" + it.Reason + ")"
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/pki"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 var nodeCommand = &cli.Command{
@@ -29,7 +32,10 @@ podlab does not measure. Its kubelet (podlab kubelet --node NAME) runs its
 pods on this same machine, with its own state.
 
 It also adds the kubelet's identity, system:node:NAME in the group
-system:nodes, to the token file.
+system:nodes, to the token file, and has the cluster CA sign its two
+certificates: pki/NAME.crt (its client certificate, with the kubeconfig
+kubeconfigs/NAME.kubeconfig) and pki/kubelet-NAME.crt (its serving
+certificate).
 
 Taints are key[=value]:Effect, the effect NoSchedule, PreferNoSchedule or
 NoExecute.`,
@@ -46,6 +52,9 @@ NoExecute.`,
 			}
 			node, err := nodeFromFlags(c)
 			if err != nil {
+				return err
+			}
+			if err := pki.CheckNodeName(node.Name); err != nil {
 				return err
 			}
 			dir, err := stateDir(c)
@@ -67,6 +76,17 @@ NoExecute.`,
 			}
 			fmt.Fprintf(c.App.Writer, "node/%s created (resourceVersion %s): cpu %s, memory %s, pods %d\n",
 				created.GetName(), created.GetResourceVersion(), c.String("cpu"), c.String("memory"), c.Int("pods"))
+			pr, err := pki.IssueNode(pki.Options{Layout: statedir.Layout{Dir: dir}}, pki.Node{Name: node.Name, Hosts: pki.MachineHosts()})
+			switch {
+			case errors.Is(err, pki.ErrNoCA):
+				fmt.Fprintf(c.App.Writer, "No cluster CA in %s yet: `podlab init` makes it, and the kubelet's certificates with it.\n", dir)
+			case err != nil:
+				return fmt.Errorf("issuing the kubelet's certificates: %w", err)
+			default:
+				for _, it := range append(pr.Certificates, pr.Kubeconfigs...) {
+					fmt.Fprintf(c.App.Writer, "%s %s: %s%s\n", it.Action, it.Files[0], it.Purpose, because(it))
+				}
+			}
 			fmt.Fprintf(c.App.Writer, "Its kubelet acts as system:node:%s (in the token file). It has not posted a status yet: podlab kubelet --node %s\n", node.Name, node.Name)
 			return nil
 		},

@@ -2,6 +2,7 @@ package lesson_test
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/lesson"
+	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/store"
 
@@ -118,7 +120,19 @@ func TestHasChecks(t *testing.T) {
 // a refused request leaves nothing to see (kube-apiserver's audit log would
 // show it; podlab has none).
 var holdsOnFreshState = map[int][]string{
-	2: {"the control plane is initialized (token file and store)", "the refused requests stored nothing"},
+	2: {"the control plane is initialized (token file and store)", "the cluster CA signed the admin's client certificate and kubeconfig", "the refused requests stored nothing"},
+}
+
+// initLab does what `podlab init` does: the control plane, then the PKI.
+func initLab(t *testing.T, state string) {
+	t.Helper()
+	if _, err := apiserver.Init(context.Background(), state); err != nil {
+		t.Fatal(err)
+	}
+	o := pki.Options{Layout: statedir.Layout{Dir: state}, Nodes: []pki.Node{{Name: apiserver.HostNode}}}
+	if _, err := pki.Ensure(o); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestCheck_FreshState: on a state directory where nothing was done, or
@@ -139,9 +153,7 @@ func TestCheck_FreshState(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			state := t.TempDir()
 			if tt.init {
-				if _, err := apiserver.Init(context.Background(), state); err != nil {
-					t.Fatal(err)
-				}
+				initLab(t, state)
 			}
 			before := listTree(t, state)
 			env := lesson.Env{StateDir: state, Registry: deadRegistry(t), Runtime: "/nonexistent/runc"}
@@ -204,9 +216,7 @@ func TestCheck_APIServer(t *testing.T) {
 	ctx := context.Background()
 	state := t.TempDir()
 	env := lesson.Env{StateDir: state}
-	if _, err := apiserver.Init(ctx, state); err != nil {
-		t.Fatal(err)
-	}
+	initLab(t, state)
 	// do runs fn with an admin client, then closes the API server, as a
 	// podlab command does.
 	do := func(fn func(c apiserver.Interface) error) {
@@ -637,6 +647,47 @@ func TestCheck_PodHistory(t *testing.T) {
 			wantResults(t, got, map[string]bool{tt.check: tt.ok})
 			if h := got[tt.check].Hint; !tt.ok && !strings.Contains(h, tt.hint) {
 				t.Errorf("hint %q does not contain %q", h, tt.hint)
+			}
+		})
+	}
+}
+
+// TestCheck_PKI: lesson 02's PKI check passes on what init made, and fails
+// with what to do when the CA or the admin's certificate is missing, damaged
+// or not the CA's.
+func TestCheck_PKI(t *testing.T) {
+	const name = "the cluster CA signed the admin's client certificate and kubeconfig"
+	foreign, err := pki.NewCA("kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := foreign.Issue(pki.Spec{CommonName: "admin", Organization: []string{"system:masters"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		spoil func(l statedir.Layout)
+		hint  string // "" if it passes
+	}{
+		{"as init made it", func(statedir.Layout) {}, ""},
+		{"no pki", func(l statedir.Layout) { os.RemoveAll(l.PKIDir()) }, "run `podlab init` (lesson 02)"},
+		{"a damaged ca.crt", func(l statedir.Layout) { os.WriteFile(l.CACert(), []byte("x"), 0o644) }, "run `podlab init` again"},
+		{"another CA's admin.crt", func(l statedir.Layout) { stranger.Write(l.PKICert("admin"), l.PKIKey("admin")) }, "does not verify against"},
+		{"no admin.key", func(l statedir.Layout) { os.Remove(l.PKIKey("admin")) }, "run `podlab init` again"},
+		{"no admin.kubeconfig", func(l statedir.Layout) { os.Remove(l.Kubeconfig("admin")) }, "run `podlab init` again"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := t.TempDir()
+			initLab(t, state)
+			tt.spoil(statedir.Layout{Dir: state})
+			r, ok := results(t, 2, lesson.Env{StateDir: state})[name]
+			if !ok {
+				t.Fatalf("lesson 02 has no check %q", name)
+			}
+			if r.OK != (tt.hint == "") || !strings.Contains(r.Hint, tt.hint) {
+				t.Errorf("OK=%v, hint %q; want OK=%v and a hint saying %q", r.OK, r.Hint, tt.hint == "", tt.hint)
 			}
 		})
 	}

@@ -6,10 +6,13 @@ package lesson
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -22,7 +25,9 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/trace"
 )
 
@@ -83,12 +88,39 @@ func catalog(ctx context.Context, url string) ([]string, error) {
 	return body.Repositories, nil
 }
 
+// pkiMade checks what `podlab init`'s PKI step made: a CA that can sign, the
+// admin's client certificate, signed by it for client authentication, and
+// its kubeconfig.
+func pkiMade(l statedir.Layout) error {
+	if _, err := os.Stat(l.CACert()); errors.Is(err, fs.ErrNotExist) {
+		return fail("no cluster CA (%s): run `podlab init` (lesson 02)", l.CACert())
+	}
+	ca, err := pki.LoadCA(l, time.Now())
+	if err != nil {
+		return err
+	}
+	admin, err := pki.LoadKeyPair(l.PKICert("admin"), l.PKIKey("admin"))
+	if err != nil {
+		return fail("%v: run `podlab init` again, which issues it anew", err)
+	}
+	if _, err := admin.Cert.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return fail("%s does not verify against %s (%v): run `podlab init` again, which issues it anew", l.PKICert("admin"), l.CACert(), err)
+	}
+	if _, err := os.Stat(l.Kubeconfig("admin")); err != nil {
+		return fail("no admin kubeconfig (%v): run `podlab init` again", err)
+	}
+	return nil
+}
+
 // 02: the API server's gate.
 func apiserverChecks() []check {
 	return []check{
 		{"the control plane is initialized (token file and store)", func(ctx context.Context, p *probe) error {
 			_, err := p.api()
 			return err
+		}},
+		{"the cluster CA signed the admin's client certificate and kubeconfig", func(ctx context.Context, p *probe) error {
+			return pkiMade(p.layout())
 		}},
 		{"pod web is stored", func(ctx context.Context, p *probe) error {
 			_, err := p.pod(ctx, "default", "web")

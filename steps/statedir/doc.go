@@ -10,6 +10,8 @@
 //	<state>/
 //	  etcd/store.db                     the API server's store (steps/store)
 //	  auth/tokens.csv                   the API server's tokens
+//	  pki/ca.crt ca.key NAME.crt NAME.key   the cluster CA and the certificates it signed (steps/pki)
+//	  kubeconfigs/NAME.kubeconfig       one kubeconfig per identity (admin, node-1, ...)
 //	  content/                          podlab pull's content store (an OCI image layout)
 //	  bundles/<name>/                   podlab unpack's bundles: rootfs/ and config.json
 //	  runc/<id>/                        runc --root of `podlab runc` containers

@@ -119,7 +119,7 @@ func (l Layout) Nodes() ([]Node, error) {
 
 // ResetEntries are the top-level entries podlab reset removes.
 func ResetEntries() []string {
-	return []string{nodesDir, containersDir, runcDir, bundlesDir, contentDir, registryDir, etcdDir, authDir}
+	return []string{nodesDir, containersDir, runcDir, bundlesDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir}
 }
 
 // KeptEntries are the top-level entries reset keeps unless --all: they
@@ -129,6 +129,38 @@ func KeptEntries() []string { return []string{demoImagesDir, cacheDir} }
 // Markers are the entries of which one must exist for a directory to be
 // podlab's.
 func Markers() []string { return []string{etcdDir, nodesDir, contentDir} }
+
+// The cluster's PKI and kubeconfigs (podlab init; see steps/pki).
+const (
+	pkiDir         = "pki"
+	kubeconfigsDir = "kubeconfigs"
+	caName         = "ca"
+)
+
+// PKIDir holds the cluster's certificates and keys, as kubeadm's
+// /etc/kubernetes/pki: NAME.crt (mode 0644) and NAME.key (mode 0600).
+func (l Layout) PKIDir() string { return filepath.Join(l.Dir, pkiDir) }
+
+// CACert is the cluster CA's certificate, which every component trusts.
+func (l Layout) CACert() string { return l.PKICert(caName) }
+
+// CAKey is the cluster CA's private key, which signs every other
+// certificate.
+func (l Layout) CAKey() string { return l.PKIKey(caName) }
+
+// PKICert is the certificate called name: pki/<name>.crt.
+func (l Layout) PKICert(name string) string { return filepath.Join(l.PKIDir(), name+".crt") }
+
+// PKIKey is the private key of the certificate called name: pki/<name>.key.
+func (l Layout) PKIKey(name string) string { return filepath.Join(l.PKIDir(), name+".key") }
+
+// KubeconfigsDir holds one kubeconfig per identity of the lab.
+func (l Layout) KubeconfigsDir() string { return filepath.Join(l.Dir, kubeconfigsDir) }
+
+// Kubeconfig is the kubeconfig called name: kubeconfigs/<name>.kubeconfig.
+func (l Layout) Kubeconfig(name string) string {
+	return filepath.Join(l.KubeconfigsDir(), name+".kubeconfig")
+}
 
 // Runtime is a directory where a runc runtime keeps its containers: the
 // state directory itself (podlab runc) or a node's directory (a kubelet).

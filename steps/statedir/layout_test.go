@@ -65,6 +65,29 @@ func TestLayout_Paths(t *testing.T) {
 	}
 }
 
+func TestLayout_PKIPaths(t *testing.T) {
+	l := Layout{Dir: "/s"}
+	tests := []struct{ name, got, want string }{
+		{"pki dir", l.PKIDir(), "/s/pki"},
+		{"ca cert", l.CACert(), "/s/pki/ca.crt"},
+		{"ca key", l.CAKey(), "/s/pki/ca.key"},
+		{"cert", l.PKICert("admin"), "/s/pki/admin.crt"},
+		{"key", l.PKIKey("kubelet-node-1"), "/s/pki/kubelet-node-1.key"},
+		{"kubeconfigs dir", l.KubeconfigsDir(), "/s/kubeconfigs"},
+		{"kubeconfig", l.Kubeconfig("node-1"), "/s/kubeconfigs/node-1.kubeconfig"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s = %q, want %q", tt.name, tt.got, tt.want)
+		}
+	}
+	for _, e := range []string{"pki", "kubeconfigs"} {
+		if !slices.Contains(ResetEntries(), e) {
+			t.Errorf("reset keeps %s: a new cluster would trust the old CA's credentials", e)
+		}
+	}
+}
+
 func TestNew(t *testing.T) {
 	wd, _ := os.Getwd()
 	tests := []struct{ name, in, want string }{

@@ -1,8 +1,14 @@
 // Package authn is the API server's first gate: authentication. It answers
-// one question, "who is this?", from a bearer token, the way kube-apiserver's
-// static token file authenticator does (--token-auth-file): a CSV file of
-// token,user,uid,"group1,group2". It never decides what the user may do;
-// that is authorization (package rbac), the next gate.
+// one question, "who is this?", as kube-apiserver's authenticators do, in
+// this order (Union):
+//
+//   - X509: a TLS client certificate the cluster CA signed (--client-ca-file):
+//     the subject's CN is the user, each O a group;
+//   - Tokens: a bearer token of the static token file (--token-auth-file), a
+//     CSV file of token,user,uid,"group1,group2".
+//
+// It never decides what the user may do; that is authorization (package
+// rbac), the next gate.
 package authn
 
 import "strings"
