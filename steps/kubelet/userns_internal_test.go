@@ -348,7 +348,13 @@ func TestKubelet_PinSandbox_NoNamespaceHolder(t *testing.T) {
 		}
 		t.Skip("no bin/runc")
 	}
-	l := mustNodeLayout(t, t.TempDir(), "node-1")
+	state := t.TempDir()
+	for d := state; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil { // as userns_test.go's openStateDir
+			t.Fatal(err)
+		}
+	}
+	l := mustNodeLayout(t, state, "node-1")
 	k := &Kubelet{layout: l, cfg: Config{Runtime: runcBin}}
 	t.Setenv("PATH", t.TempDir())
 	no := false
