@@ -10,10 +10,16 @@ package kubelet
 //   - The range. Ranges are multiples of 65,536 above the first 65,536
 //     (host ids 0-65535 are the host's own users), one per pod, recorded
 //     in the pod's directory (nodes/<node>/pods/<uid>/userns, Kubernetes'
-//     own file format) so that a kubelet restart keeps them. Removing the
-//     pod's directory frees it. Every node of a state directory is this one
-//     machine, so the allocator looks at every node's records, under a lock.
-//     Kubernetes picks a free range at random; podlab takes the lowest.
+//     own file format) so that a kubelet restart keeps them: the record is
+//     the source of truth for the pod. Host ids are the machine's, and
+//     every state directory's pods run on it, so the range is also claimed
+//     machine-wide, before the record is written: a file per range under
+//     statedir.UsernsClaimsDir, made with O_EXCL under a flock of the
+//     directory's lock, naming the state directory, node and pod. A claim
+//     whose pod's record is gone is stale and reclaimed; removing the pod
+//     (RemoveStage) frees its claim, and podlab reset frees its state
+//     directory's. Kubernetes picks a free range at random; podlab takes
+//     the lowest.
 //   - The sandbox. A network namespace created outside the user namespace
 //     would stay the host root's: the pod's root could not mount /sys or set
 //     its sysctls in it. So, as containerd does, the sandbox creates the
