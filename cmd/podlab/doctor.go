@@ -60,6 +60,7 @@ It exits non-zero when a required check fails.`,
 		if dir, err := stateDir(c); err == nil {
 			l := statedir.Layout{Dir: dir}
 			fmt.Fprintf(w, "state directory %s: cgroup root %s\n", l.Dir, l.CgroupRoot())
+			fmt.Fprintf(w, "user namespace ranges (hostUsers: false), claimed machine-wide by every state directory: %s\n", statedir.UsernsClaimsDir)
 		}
 		fmt.Fprintln(w, "This machine can run podlab's containers.")
 		return nil

@@ -101,6 +101,26 @@ func TestCreate_RefusesInvalidFields(t *testing.T) {
 			p.Spec.HostUsers = ptrTo(false)
 			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ProcMount: ptrTo(corev1.ProcMountType("Raw"))}
 		}), `spec.containers[0].securityContext.procMount: Unsupported value: "Raw": supported values: "Default", "Unmasked"`},
+		{"hostUsers false with hostNetwork", podWith(func(p *corev1.Pod) {
+			p.Spec.HostUsers, p.Spec.HostNetwork = ptrTo(false), true
+		}), "spec.hostNetwork: Forbidden: when `hostUsers` is false"},
+		{"hostUsers false with hostPID", podWith(func(p *corev1.Pod) {
+			p.Spec.HostUsers, p.Spec.HostPID = ptrTo(false), true
+		}), "spec.HostPID: Forbidden: when `hostUsers` is false"},
+		{"hostUsers false with hostIPC", podWith(func(p *corev1.Pod) {
+			p.Spec.HostUsers, p.Spec.HostIPC = ptrTo(false), true
+		}), "spec.HostIPC: Forbidden: when `hostUsers` is false"},
+		{"hostUsers false with volumeDevices", podWith(func(p *corev1.Pod) {
+			p.Spec.HostUsers = ptrTo(false)
+			p.Spec.Volumes = []corev1.Volume{{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "disk"}}}}
+			p.Spec.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "disk", DevicePath: "/dev/xvda"}}
+		}), "spec.containers[0].volumeDevices: Forbidden: when `hostUsers` is false"},
+		{"deployment template hostUsers false with hostPID", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: podWith(func(p *corev1.Pod) {
+					p.Spec.HostUsers, p.Spec.HostPID = ptrTo(false), true
+				}).Spec}}},
+			"spec.template.spec.HostPID: Forbidden: when `hostUsers` is false"},
 		{"ephemeral containers on create", podWith(func(p *corev1.Pod) {
 			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox:1.36"}}}
 		}), "spec.ephemeralContainers: Forbidden: cannot be set on create"},

@@ -79,8 +79,10 @@
 // A pod with hostUsers: false runs in a user namespace of its own: its ids
 // 0-65535 are a range of 65,536 host ids (65536-131071 for the first such
 // pod), so its root is root only inside. The range is recorded in
-// nodes/<node>/pods/<pod-uid>/userns (Kubernetes' format) and allocated
-// under the lock nodes/userns.lock, across every node of the state
-// directory (all are this one machine). See userns.go for the range, the
-// sandbox, the rootfs and the volumes.
+// nodes/<node>/pods/<pod-uid>/userns (Kubernetes' format), and claimed
+// machine-wide in statedir.UsernsClaimsDir (/var/lib/podlab-userns/<base>),
+// under that directory's lock: host ids are the machine's, so no two state
+// directories (two learners, a lesson and a test) hand out one range. See
+// userns.go for the range, the claims, the sandbox, the rootfs and the
+// volumes.
 package kubelet

@@ -46,8 +46,9 @@ var (
 var (
 	// ErrUserNamespacesUnsupported means something a user namespace needs
 	// is missing: the kernel's user namespaces, idmapped mounts on the
-	// state directory's file system, or a runc that idmaps bind mounts.
-	// The error names which.
+	// state directory's file system, a runc that idmaps bind mounts, or cat
+	// on the kubelet's PATH (it holds the new namespaces while they are
+	// pinned). The error names which.
 	ErrUserNamespacesUnsupported = errors.New("user namespaces are not supported here")
 
 	// ErrUserNamespacesExhausted means every range of host ids is held by
@@ -57,6 +58,12 @@ var (
 	// ErrUserNamespaceRecord means a pod's userns file is not one the
 	// kubelet wrote. Its range is not reused while the file is there.
 	ErrUserNamespaceRecord = errors.New("unreadable user namespace record")
+
+	// ErrUserNamespaceClaimed means the range a pod's record names is
+	// claimed machine-wide (statedir.UsernsClaimsDir) by a pod of another
+	// state directory or node that still holds it: the two pods would share
+	// host ids. The error names both.
+	ErrUserNamespaceClaimed = errors.New("user namespace range claimed by another pod")
 )
 
 // Errors while making the container's config (waiting reason

@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -35,13 +34,16 @@ func NodeLayout(stateDir, node string) (Layout, error) {
 	if err != nil {
 		return Layout{}, err
 	}
-	return Layout{Node: l.Node(node)}, nil
+	return Layout{Node: l.Node(node), Claims: statedir.MachineUsernsClaims()}, nil
 }
 
 // Layout is where a node's runtime keeps its files and cgroups (see the
 // package doc and steps/statedir); the kubelet adds pod-shaped helpers.
 type Layout struct {
 	statedir.Node
+	// Claims are the machine-wide claims on user namespace ranges
+	// (statedir.MachineUsernsClaims; another directory only in tests).
+	Claims statedir.UsernsClaims
 }
 
 // PodBundles is the directory of a pod's bundles.
@@ -77,28 +79,14 @@ func (l Layout) SubPath(uid types.UID, volume, container string, index int) stri
 	return l.Node.SubPath(string(uid), volume, container, index)
 }
 
-// Namespace kinds a pod sandbox pins, and the directories their bind
-// mounts are in (CRI-O's pinns uses /var/run/{netns,ipcns,utsns}).
-var sandboxNamespaces = []struct {
-	kind string // the name under /proc/<pid>/ns/
-	dir  string
-}{
-	{"user", "userns"}, // hostUsers: false only
-	{"net", "netns"},
-	{"ipc", "ipcns"},
-	{"uts", "utsns"},
+// NamespacePath is the bind mount that pins one of a pod's namespaces: kind
+// is user (hostUsers: false), net, ipc or uts (statedir.NamespaceKinds).
+func (l Layout) NamespacePath(kind string, uid types.UID) string {
+	return l.NamespaceFile(kind, string(uid))
 }
 
-// NamespacePath is the bind mount that pins one of a pod's namespaces: kind
-// is user (hostUsers: false), net, ipc or uts.
-func (l Layout) NamespacePath(kind string, uid types.UID) string {
-	for _, ns := range sandboxNamespaces {
-		if ns.kind == kind {
-			return filepath.Join(l.NamespaceDir(ns.dir), string(uid))
-		}
-	}
-	return ""
-}
+// UserNamespaceFile is where the pod's range is recorded.
+func (l Layout) UserNamespaceFile(uid types.UID) string { return l.UsernsRecord(string(uid)) }
 
 // ContainerID is the runtime's name for a container of a pod, one per
 // restart: k8s_<container>_<pod>_<namespace>_<pod-uid>_<restartCount>.

@@ -22,6 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // Sandbox is a pod's sandbox as found on the node.
@@ -252,8 +254,8 @@ func loopbackUp() error {
 // namespaces go away with the last process in them.
 func (l Layout) removeSandbox(uid types.UID) error {
 	var errs []error
-	for _, ns := range sandboxNamespaces {
-		p := filepath.Join(l.Dir, ns.dir, string(uid))
+	for _, kind := range statedir.NamespaceKinds() {
+		p := l.NamespacePath(kind, uid)
 		if isNamespaceMount(p) {
 			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 				errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))

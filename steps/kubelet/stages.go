@@ -27,6 +27,8 @@ import (
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/spec"
 	"github.com/podlab/podlab/steps/unpack"
+
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // SandboxResult is what SandboxStage did.
@@ -653,8 +655,8 @@ func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveRe
 			errs = append(errs, d.CgroupErr)
 		}
 	}
-	for _, ns := range sandboxNamespaces {
-		p := k.layout.NamespacePath(ns.kind, uid)
+	for _, kind := range statedir.NamespaceKinds() {
+		p := k.layout.NamespacePath(kind, uid)
 		if _, err := os.Lstat(p); err == nil {
 			res.Paths = append(res.Paths, p)
 		}
@@ -676,6 +678,11 @@ func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveRe
 			continue
 		}
 		res.Paths = append(res.Paths, p)
+	}
+	// The pod's record went with its directory: its machine-wide claim on
+	// the range (hostUsers: false) is freed.
+	if err := k.layout.releaseUserNamespace(uid); err != nil {
+		errs = append(errs, err)
 	}
 	return res, errors.Join(errs...)
 }

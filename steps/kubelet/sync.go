@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podlab/podlab/steps/apiserver"
+
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // maxSteps bounds the stages one syncPod runs for one container.
@@ -387,8 +389,8 @@ func (k *Kubelet) cleanupOrphans(ctx context.Context, pods []*corev1.Pod) error 
 		found[r.name.UID] = true
 	}
 	dirs := []string{k.layout.BundlesDir(), k.layout.PodsDir()}
-	for _, ns := range sandboxNamespaces {
-		dirs = append(dirs, k.layout.NamespaceDir(ns.dir))
+	for _, kind := range statedir.NamespaceKinds() {
+		dirs = append(dirs, k.layout.NamespaceDir(kind))
 	}
 	for _, d := range dirs {
 		ents, _ := os.ReadDir(d)
@@ -544,8 +546,8 @@ func (k *Kubelet) podLeftovers(uid types.UID) bool {
 			return true
 		}
 	}
-	for _, ns := range sandboxNamespaces {
-		if _, err := os.Lstat(k.layout.NamespacePath(ns.kind, uid)); err == nil {
+	for _, kind := range statedir.NamespaceKinds() {
+		if _, err := os.Lstat(k.layout.NamespacePath(kind, uid)); err == nil {
 			return true
 		}
 	}

@@ -10,10 +10,16 @@ package kubelet
 //   - The range. Ranges are multiples of 65,536 above the first 65,536
 //     (host ids 0-65535 are the host's own users), one per pod, recorded
 //     in the pod's directory (nodes/<node>/pods/<uid>/userns, Kubernetes'
-//     own file format) so that a kubelet restart keeps them. Removing the
-//     pod's directory frees it. Every node of a state directory is this one
-//     machine, so the allocator looks at every node's records, under a lock.
-//     Kubernetes picks a free range at random; podlab takes the lowest.
+//     own file format) so that a kubelet restart keeps them: the record is
+//     the source of truth for the pod. Host ids are the machine's, and
+//     every state directory's pods run on it, so the range is also claimed
+//     machine-wide, before the record is written: a file per range under
+//     statedir.UsernsClaimsDir, made with O_EXCL under a flock of the
+//     directory's lock, naming the state directory, node and pod. A claim
+//     whose pod's record is gone is stale and reclaimed; removing the pod
+//     (RemoveStage) frees its claim, and podlab reset frees its state
+//     directory's. Kubernetes picks a free range at random; podlab takes
+//     the lowest.
 //   - The sandbox. A network namespace created outside the user namespace
 //     would stay the host root's: the pod's root could not mount /sys or set
 //     its sysctls in it. So, as containerd does, the sandbox creates the
@@ -51,6 +57,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podlab/podlab/steps/spec"
+	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/unpack"
 )
 
@@ -89,11 +96,6 @@ func (u UserNamespace) specMappings() (uids, gids []specs.LinuxIDMapping) {
 // usesUserNamespace: hostUsers: false.
 func usesUserNamespace(pod *corev1.Pod) bool {
 	return pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers
-}
-
-// UserNamespaceFile is where the pod's range is recorded.
-func (l Layout) UserNamespaceFile(uid types.UID) string {
-	return filepath.Join(l.PodDir(uid), "userns")
 }
 
 // usernsRanges are the slots the allocator hands out: slot i is host ids
@@ -143,31 +145,159 @@ func readUserNamespace(path string) (u UserNamespace, ok bool, err error) {
 	return u, true, nil
 }
 
+// usernsClaim is the content of a machine-wide claim file: the pod whose
+// record, in its state directory, holds the range.
+type usernsClaim struct {
+	StateDir string    `json:"stateDir"`
+	Node     string    `json:"node"`
+	PodUID   types.UID `json:"podUID"`
+}
+
+// claimOf is the claim this layout's pod uid makes.
+func (l Layout) claimOf(uid types.UID) usernsClaim {
+	return usernsClaim{StateDir: l.State().Dir, Node: l.Name, PodUID: uid}
+}
+
+// record is the path of the owner's record of the range.
+func (c usernsClaim) record() string {
+	return statedir.Layout{Dir: c.StateDir}.Node(c.Node).UsernsRecord(string(c.PodUID))
+}
+
+// holds reports whether the claim's owner still holds the range at base:
+// its record is there and names base. An unreadable claim or record holds
+// it (its ids may own files): only a missing or different record frees a
+// claim.
+func (c usernsClaim) holds(base uint32) bool {
+	if c == (usernsClaim{}) {
+		return true // an unreadable claim: not ours to judge
+	}
+	u, ok, err := readUserNamespace(c.record())
+	return err != nil || (ok && u.Base() == base)
+}
+
+// lockClaims takes the machine-wide lock on the user namespace claims.
+func lockClaims(claims statedir.UsernsClaims) (unlock func(), err error) {
+	if err := os.MkdirAll(claims.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("making the machine-wide user namespace claims directory: %w", err)
+	}
+	lock, err := os.OpenFile(claims.Lock(), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("locking the user namespace ranges: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("locking the user namespace ranges: %w", err)
+	}
+	return func() { lock.Close() }, nil // closing unlocks
+}
+
+// readClaims are the claims of the machine, by base.
+func readClaims(claims statedir.UsernsClaims) (map[uint32]usernsClaim, error) {
+	ents, err := os.ReadDir(claims.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the user namespace claims: %w", err)
+	}
+	out := map[uint32]usernsClaim{}
+	for _, e := range ents {
+		base, ok := statedir.ParseClaim(e.Name())
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(claims.Claim(base))
+		if err != nil {
+			return nil, fmt.Errorf("reading the user namespace claim %s: %w", claims.Claim(base), err)
+		}
+		var c usernsClaim
+		if err := json.Unmarshal(b, &c); err != nil || c.StateDir == "" || c.Node == "" || c.PodUID == "" {
+			c = usernsClaim{} // unreadable: it keeps its range out of use
+		}
+		out[base] = c
+	}
+	return out, nil
+}
+
+// writeClaim claims base for c: O_EXCL, so that it never replaces a claim
+// (the caller removed a stale one first), then fsync'd with its directory.
+func writeClaim(claims statedir.UsernsClaims, base uint32, c usernsClaim) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	p := claims.Claim(base)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("claiming host ids %d-%d: %w", base, base+UserNamespaceLength-1, err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(claims.Dir)
+	}
+	if err != nil {
+		os.Remove(p)
+		return fmt.Errorf("claiming host ids %d-%d: %w", base, base+UserNamespaceLength-1, err)
+	}
+	return nil
+}
+
 // allocateUserNamespace returns the pod's range, recorded earlier or
-// allocated now: the lowest slot no record of any node of the state
-// directory holds.
+// allocated now: the lowest slot that no claim of the machine (a live one:
+// stale claims are reclaimed) and no record of the state directory holds.
+// The range is claimed machine-wide before the pod's record is written,
+// both under the machine-wide lock.
 func (l Layout) allocateUserNamespace(uid types.UID, r usernsRanges) (UserNamespace, error) {
-	nodes := filepath.Dir(l.Dir)
-	if err := os.MkdirAll(nodes, 0o755); err != nil {
+	unlock, err := lockClaims(l.Claims)
+	if err != nil {
 		return UserNamespace{}, err
 	}
-	lock, err := os.OpenFile(filepath.Join(nodes, "userns.lock"), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	defer unlock()
+	claims, err := readClaims(l.Claims)
 	if err != nil {
-		return UserNamespace{}, fmt.Errorf("locking the user namespace ranges: %w", err)
+		return UserNamespace{}, err
 	}
-	defer lock.Close() // and unlocked
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return UserNamespace{}, fmt.Errorf("locking the user namespace ranges: %w", err)
+	me := l.claimOf(uid)
+	used := map[uint32]bool{}
+	for base, c := range claims {
+		if c.holds(base) {
+			used[base/UserNamespaceLength] = true
+			continue
+		}
+		// Stale: its pod's record is gone (the pod was removed, its state
+		// directory reset or deleted). Reclaimed.
+		if err := os.Remove(l.Claims.Claim(base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return UserNamespace{}, fmt.Errorf("reclaiming the stale user namespace claim %s: %w", l.Claims.Claim(base), err)
+		}
+		delete(claims, base)
 	}
+
 	own := l.UserNamespaceFile(uid)
 	if u, ok, err := readUserNamespace(own); err != nil || ok {
-		return u, err
+		if err != nil {
+			return u, err
+		}
+		// Recorded earlier (a kubelet restart, or a record older than the
+		// claims): its claim must be this pod's.
+		switch c, claimed := claims[u.Base()]; {
+		case claimed && c == me:
+			return u, nil
+		case claimed:
+			return UserNamespace{}, fmt.Errorf("%w: pod %s's range, host ids %d-%d (%s), is claimed by pod %s of node %s in state directory %s (%s): delete one of the two pods",
+				ErrUserNamespaceClaimed, uid, u.Base(), u.Base()+UserNamespaceLength-1, own, c.PodUID, c.Node, c.StateDir, l.Claims.Claim(u.Base()))
+		}
+		return u, writeClaim(l.Claims, u.Base(), me)
 	}
-	records, err := filepath.Glob(filepath.Join(nodes, "*", "pods", "*", "userns"))
+
+	// The state directory's own records count too (made before a claim was
+	// lost, or by an older podlab).
+	records, err := l.State().UsernsRecords()
 	if err != nil {
 		return UserNamespace{}, err
 	}
-	used := map[uint32]bool{}
 	for _, p := range records {
 		u, ok, err := readUserNamespace(p)
 		if err != nil {
@@ -183,10 +313,65 @@ func (l Layout) allocateUserNamespace(uid types.UID, r usernsRanges) (UserNamesp
 		}
 		m := IDMapping{HostID: slot * UserNamespaceLength, ContainerID: 0, Length: UserNamespaceLength}
 		u := UserNamespace{UIDMappings: []IDMapping{m}, GIDMappings: []IDMapping{m}}
-		return u, writeRecord(own, u)
+		if err := writeClaim(l.Claims, u.Base(), me); err != nil {
+			return UserNamespace{}, err
+		}
+		if err := writeRecord(own, u); err != nil {
+			os.Remove(l.Claims.Claim(u.Base()))
+			return UserNamespace{}, err
+		}
+		return u, nil
 	}
-	return UserNamespace{}, fmt.Errorf("%w: all %d ranges of %d ids from %d are held by pods (delete some pods with hostUsers: false)",
-		ErrUserNamespacesExhausted, r.count, UserNamespaceLength, r.first*UserNamespaceLength)
+	return UserNamespace{}, fmt.Errorf("%w: all %d ranges of %d ids from %d are held by pods of this machine (delete some pods with hostUsers: false; %s lists who holds each)",
+		ErrUserNamespacesExhausted, r.count, UserNamespaceLength, r.first*UserNamespaceLength, l.Claims.Dir)
+}
+
+// releaseUserNamespace frees the machine-wide claims of the pod uid, once
+// its record is gone (RemoveStage removed its pod directory).
+func (l Layout) releaseUserNamespace(uid types.UID) error {
+	if _, err := os.Stat(l.Claims.Dir); errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing was ever claimed on this machine
+	}
+	_, err := releaseClaims(l.Claims, func(c usernsClaim) bool { return c == l.claimOf(uid) })
+	return err
+}
+
+// ReleaseUserNamespaceClaims frees the machine-wide claims of the state
+// directory state whose pods' records are gone: what `podlab reset` does
+// after removing the node directories. It returns the claim files removed.
+func ReleaseUserNamespaceClaims(claims statedir.UsernsClaims, state statedir.Layout) ([]string, error) {
+	if _, err := os.Stat(claims.Dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return releaseClaims(claims, func(c usernsClaim) bool { return c.StateDir == state.Dir })
+}
+
+// releaseClaims removes, under the lock, the claims that match and whose
+// owner no longer holds the range.
+func releaseClaims(claims statedir.UsernsClaims, match func(usernsClaim) bool) ([]string, error) {
+	unlock, err := lockClaims(claims)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	all, err := readClaims(claims)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for base, c := range all {
+		if !match(c) || c.holds(base) {
+			continue
+		}
+		if err := os.Remove(claims.Claim(base)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("freeing the user namespace claim %s: %w", claims.Claim(base), err))
+			continue
+		}
+		removed = append(removed, claims.Claim(base))
+	}
+	slices.Sort(removed)
+	return removed, errors.Join(errs...)
 }
 
 // writeRecord writes the record durably: a temporary file, fsync, rename,
@@ -219,6 +404,11 @@ func writeRecord(path string, u UserNamespace) error {
 	if err := os.Rename(f.Name(), path); err != nil {
 		return err
 	}
+	return syncDir(dir)
+}
+
+// syncDir makes a directory's entries durable.
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -274,9 +464,9 @@ func versionAtLeast(have, want string) bool {
 // waiting on its stdin) is cloned into all of them at once; its
 // namespaces are bind-mounted, then it is let go.
 func (l Layout) pinInUserNamespace(pod *corev1.Pod, u UserNamespace, kinds []string) error {
-	cat, err := exec.LookPath("cat")
+	cat, err := findNamespaceHolder()
 	if err != nil {
-		return fmt.Errorf("a program to hold the namespaces while they are pinned: %w", err)
+		return err
 	}
 	flags := uintptr(0)
 	for _, k := range kinds {
@@ -313,6 +503,21 @@ func (l Layout) pinInUserNamespace(pod *corev1.Pod, u UserNamespace, kinds []str
 		}
 	}
 	return nil
+}
+
+// namespaceHolder is the program the sandbox of a pod with hostUsers: false
+// clones into the pod's new namespaces to hold them while they are pinned:
+// cat, waiting on its stdin, does nothing else.
+const namespaceHolder = "cat"
+
+// findNamespaceHolder finds namespaceHolder on the kubelet's PATH.
+func findNamespaceHolder() (string, error) {
+	p, err := exec.LookPath(namespaceHolder)
+	if err != nil {
+		return "", fmt.Errorf("%w: the sandbox of a pod with hostUsers: false runs %s (coreutils) to hold the pod's new user namespace while it is pinned, and %v (PATH=%q): install coreutils, or start podlab with the directory that holds %s (usually /usr/bin) on its PATH",
+			ErrUserNamespacesUnsupported, namespaceHolder, err, os.Getenv("PATH"), namespaceHolder)
+	}
+	return p, nil
 }
 
 // checkIDMappedMounts makes, and throws away, an idmapped mount of dir with
@@ -404,6 +609,9 @@ func (k *Kubelet) pinSandbox(pod *corev1.Pod) (Sandbox, error) {
 	if err := checkRuncForUserNamespaces(runtimeVersion(k.cfg.Runtime)); err != nil {
 		return Sandbox{}, err
 	}
+	if _, err := findNamespaceHolder(); err != nil { // before a range is taken
+		return Sandbox{}, err
+	}
 	u, err := k.layout.allocateUserNamespace(pod.UID, defaultUsernsRanges)
 	if err != nil {
 		return Sandbox{}, err
@@ -434,8 +642,8 @@ func (k *Kubelet) pinSandbox(pod *corev1.Pod) (Sandbox, error) {
 // searchable, and refuses when a directory above them stays closed to the
 // range's root.
 func (l Layout) openForUserns(u UserNamespace) error {
-	nodes := filepath.Dir(l.Dir)
-	own := []string{nodes, l.Dir, filepath.Join(l.Dir, "bundles")}
+	nodes := l.State().NodesDir()
+	own := []string{nodes, l.Dir, l.BundlesDir()}
 	for _, d := range own {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err

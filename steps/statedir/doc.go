@@ -26,6 +26,12 @@
 //	    pods/<pod-uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts
 //	    seccomp/                        Localhost seccomp profiles (--seccomp-profile-root)
 //	    netns/ ipcns/ utsns/<pod-uid>   the pods' pinned namespaces (bind mounts)
+//	    userns/<pod-uid>                a pod's user namespace (hostUsers: false only)
+//	    pods/<pod-uid>/userns           its range of host ids (Kubernetes' format)
+//
+// One path is outside the state directory: the machine-wide claims on user
+// namespace ranges, UsernsClaimsDir (/var/lib/podlab-userns), since host ids
+// are the machine's. `podlab doctor` prints it.
 //
 // # The cgroup root
 //

@@ -239,9 +239,20 @@ func (n Node) SubPath(uid, volume, container string, index int) string {
 // profile "profiles/audit.json" is <SeccompDir>/profiles/audit.json.
 func (n Node) SeccompDir() string { return filepath.Join(n.Dir, seccompDir) }
 
+// NamespaceKinds are the kinds of namespace a pod sandbox pins, by their
+// names under /proc/<pid>/ns/: user (hostUsers: false only, first: it owns
+// the others), net, ipc and uts.
+func NamespaceKinds() []string { return []string{"user", "net", "ipc", "uts"} }
+
 // NamespaceDir is the directory of the bind mounts that pin one kind of
-// namespace of the pods: dir is netns, ipcns or utsns.
-func (n Node) NamespaceDir(dir string) string { return filepath.Join(n.Dir, dir) }
+// namespace of the pods (a kind of NamespaceKinds): userns, netns, ipcns or
+// utsns, as CRI-O's pinns names them under /var/run.
+func (n Node) NamespaceDir(kind string) string { return filepath.Join(n.Dir, kind+"ns") }
+
+// NamespaceFile is the bind mount that pins a pod's namespace of kind.
+func (n Node) NamespaceFile(kind, uid string) string {
+	return filepath.Join(n.NamespaceDir(kind), uid)
+}
 
 // KubepodsCgroup is the node's kubepods cgroup.
 func (n Node) KubepodsCgroup() string { return n.CgroupRoot + "/" + kubepods }

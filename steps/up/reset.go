@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -34,6 +35,9 @@ type ResetOptions struct {
 	Runtime string
 	// OnCommand receives every runc command line.
 	OnCommand func(argv []string)
+	// UsernsClaims are the machine-wide claims on user namespace ranges;
+	// the zero value means statedir.MachineUsernsClaims.
+	UsernsClaims statedir.UsernsClaims
 }
 
 // ResetResult is what Reset removed.
@@ -89,7 +93,9 @@ func CheckStateDir(dir string) error {
 // directory's own cgroup root (/podlab-<hash>, see steps/statedir) in every
 // hierarchy, then the store, the tokens,
 // the content stores, bundles and node directories. The demo images and
-// the .deb cache stay unless opts.All. Entries podlab does not make are
+// the .deb cache stay unless opts.All. Last, the machine-wide claims on
+// the user namespace ranges of its pods (statedir.UsernsClaimsDir) are
+// freed. Entries podlab does not make are
 // left alone, and so is everything of another state directory: its
 // containers (another runc root), mounts (another path) and cgroups
 // (another root).
@@ -193,6 +199,19 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		default:
 			res.Kept = append(res.Kept, p+" (not podlab's: left alone)")
 		}
+	}
+
+	// 5. The machine-wide claims on the user namespace ranges of this state
+	// directory's pods, now that their records are gone (a claim whose
+	// record is left, under a mount, stays).
+	claims := opts.UsernsClaims
+	if claims.Dir == "" {
+		claims = statedir.MachineUsernsClaims()
+	}
+	released, err := kubelet.ReleaseUserNamespaceClaims(claims, layout)
+	res.Removed = append(res.Removed, released...)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	return res, errors.Join(errs...)
 }

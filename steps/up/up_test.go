@@ -467,3 +467,42 @@ func TestReset_SubPathMounts(t *testing.T) {
 		t.Errorf("nodes/ is still there")
 	}
 }
+
+// TestReset_FreesUsernsClaims: reset frees the machine-wide claims on the
+// user namespace ranges of its state directory's pods, and no other state
+// directory's.
+func TestReset_FreesUsernsClaims(t *testing.T) {
+	claims := statedir.UsernsClaims{Dir: t.TempDir()}
+	if err := os.WriteFile(claims.Lock(), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mine, other := statedir.Layout{Dir: t.TempDir()}, statedir.Layout{Dir: t.TempDir()}
+	for i, l := range []statedir.Layout{mine, other} {
+		base := uint32(65536 * (i + 1))
+		rec := l.Node("node-1").UsernsRecord("pod-a")
+		m := fmt.Sprintf(`{"hostId":%d,"containerId":0,"length":65536}`, base)
+		if err := os.MkdirAll(filepath.Dir(rec), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(rec, []byte(`{"uidMappings":[`+m+`],"gidMappings":[`+m+`]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		claim := fmt.Sprintf(`{"stateDir":%q,"node":"node-1","podUID":"pod-a"}`, l.Dir)
+		if err := os.WriteFile(claims.Claim(base), []byte(claim), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Reset(context.Background(), ResetOptions{StateDir: mine.Dir, Runtime: "/bin/true", UsernsClaims: claims})
+	if err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	if _, err := os.Stat(claims.Claim(65536)); !os.IsNotExist(err) {
+		t.Errorf("the reset state directory's claim %s is still there: %v", claims.Claim(65536), err)
+	}
+	if !slices.Contains(res.Removed, claims.Claim(65536)) {
+		t.Errorf("Removed does not list the claim: %v", res.Removed)
+	}
+	if _, err := os.Stat(claims.Claim(131072)); err != nil {
+		t.Errorf("another state directory's claim was removed: %v", err)
+	}
+}

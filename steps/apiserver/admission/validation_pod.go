@@ -51,6 +51,7 @@ func validatePodSpec(spec *corev1.PodSpec, specPath *field.Path, template bool) 
 	errs = append(errs, verrs...)
 	errs = append(errs, validateContainers(spec, specPath, volumes, template)...)
 	errs = append(errs, validatePodSecurityContext(spec.SecurityContext, specPath.Child("securityContext"))...)
+	errs = append(errs, validateHostUsers(spec, specPath)...)
 
 	switch spec.RestartPolicy {
 	case corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:

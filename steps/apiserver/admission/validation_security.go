@@ -310,3 +310,44 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// validateHostUsers is kube-apiserver's validateHostUsers: a pod with
+// hostUsers: false (a user namespace of its own) may not share the host's
+// network, PID or IPC namespace (they belong to the host's user namespace,
+// where the pod's root is nobody), nor use volumeDevices (a block device
+// can be neither idmapped nor chowned). The paths are Kubernetes' own,
+// HostPID and HostIPC capitalized included. (hostNetwork is allowed only
+// behind v1.35's alpha gate UserNamespacesHostNetworkSupport, off by
+// default; podlab has no such gate.)
+func validateHostUsers(spec *corev1.PodSpec, specPath *field.Path) field.ErrorList {
+	if spec.HostUsers == nil || *spec.HostUsers {
+		return nil
+	}
+	const why = "when `hostUsers` is false"
+	var errs field.ErrorList
+	if spec.HostNetwork {
+		errs = append(errs, field.Forbidden(specPath.Child("hostNetwork"), why))
+	}
+	if spec.HostPID {
+		errs = append(errs, field.Forbidden(specPath.Child("HostPID"), why))
+	}
+	if spec.HostIPC {
+		errs = append(errs, field.Forbidden(specPath.Child("HostIPC"), why))
+	}
+	for i, c := range spec.InitContainers {
+		if len(c.VolumeDevices) > 0 {
+			errs = append(errs, field.Forbidden(specPath.Child("initContainers").Index(i).Child("volumeDevices"), why))
+		}
+	}
+	for i, c := range spec.Containers {
+		if len(c.VolumeDevices) > 0 {
+			errs = append(errs, field.Forbidden(specPath.Child("containers").Index(i).Child("volumeDevices"), why))
+		}
+	}
+	for i, c := range spec.EphemeralContainers {
+		if len(c.VolumeDevices) > 0 {
+			errs = append(errs, field.Forbidden(specPath.Child("ephemeralContainers").Index(i).Child("volumeDevices"), why))
+		}
+	}
+	return errs
+}
