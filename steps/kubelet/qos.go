@@ -5,7 +5,7 @@ package kubelet
 //
 //	class       pod cgroup                       cpu.shares            limits on the pod cgroup       oom_score_adj
 //	Guaranteed  kubepods/pod<uid>                from requests.cpu     memory, cpu quota              -997
-//	Burstable   kubepods/burstable/pod<uid>      from requests.cpu     memory / cpu quota, when every 2..999 from requests.memory
+//	Burstable   kubepods/burstable/pod<uid>      from requests.cpu     memory / cpu quota, when every 3..999 from requests.memory
 //	                                                                   container has that limit
 //	BestEffort  kubepods/besteffort/pod<uid>     2                     none                           1000
 //
@@ -190,7 +190,8 @@ func burstableTierShares(pods []*corev1.Pod) uint64 {
 // containerOOMScoreAdj is the oom_score_adj the kubelet asks for a container
 // (GetContainerOOMScoreAdjust): Guaranteed -997, the last the OOM killer
 // picks; BestEffort 1000, the first; Burstable 1000 less the share of the
-// node's memory the container requests, per mille, kept in [2, 999]. A
+// node's memory the container requests, per mille, kept in [3, 999] (3:
+// a Guaranteed container using all the memory scores 1000-997). A
 // node-critical pod counts as Guaranteed. memoryCapacity is the node's
 // memory in bytes (the Node's status.capacity).
 func containerOOMScoreAdj(pod *corev1.Pod, c *corev1.Container, memoryCapacity int64) (int, error) {
