@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -50,7 +51,12 @@ its kubelet.
 
 SYNC (steps 7-13). For each pod, what the kubelet's syncPod asks of the CRI
 runtime (podlab calls its runtime packages in-process):
-  sandbox   RunPodSandbox: the pod's network, IPC and UTS namespaces, made
+  sandbox   first the pod's cgroup in its QoS tier, as the kubelet's
+            cgroupfs driver lays them out: kubepods/pod<uid> (Guaranteed),
+            kubepods/burstable/pod<uid>, kubepods/besteffort/pod<uid>, with
+            cpu.shares from the requests (besteffort: 2; v2: cpu.weight) and
+            the pod's memory and cpu limits when every container has one.
+            Then RunPodSandbox: the pod's network, IPC and UTS namespaces, made
             in a thread that unshares them and pinned by bind mounts under
             <node>/netns, ipcns, utsns (as CRI-O's pinns); lo is up, the
             hostname is the pod's name. Every container of the pod joins them.
@@ -62,7 +68,11 @@ runtime (podlab calls its runtime packages in-process):
   unpack    the image's layers into <node>/bundles/<pod-uid>/<container>/rootfs
   spec      config.json from the PodSpec: command/args, env, workingDir,
             resources.limits, securityContext, the sandbox's namespaces,
-            cgroupsPath /podlab-<hash>/nodes/<node>/kubepods/<qos>/pod<uid>/<container-id>
+            cgroupsPath /podlab-<hash>/nodes/<node>/kubepods/<qos>/pod<uid>/<container-id>,
+            oom_score_adj from the QoS class (Guaranteed -997, BestEffort
+            1000, Burstable 3..999 from its memory request); one the kernel
+            would refuse (below the kubelet's own without CAP_SYS_RESOURCE)
+            is raised to what it allows, and the output says so.
   create    CreateContainer: a shim runs runc create. Event Created.
   start     StartContainer: runc start. Event Started.
 
@@ -442,6 +452,7 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 				fmt.Fprintf(w, "    %-4s %s\n", kind, p)
 			}
 		}
+		printPodCgroup(w, res.PodCgroup)
 		rec = &res.Recording
 	case *kubelet.PullResult:
 		switch {
@@ -473,6 +484,7 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 		} else {
 			fmt.Fprintf(w, "%s: %s: %s in cgroup %s\n", who, what, strings.Join(res.Spec.Process.Args, " "), res.Spec.Linux.CgroupsPath)
 			fmt.Fprintf(w, "    config.json %s\n", res.Path)
+			fmt.Fprintf(w, "    oom_score_adj %s\n", res.OOMScoreAdj)
 		}
 		rec = &res.Recording
 	case *kubelet.CreateResult:
@@ -480,6 +492,7 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
 		} else {
 			cr := res.Created
+			printPodCgroup(w, res.PodCgroup)
 			fmt.Fprintf(w, "%s: %s: container %s created (pid %d, shim pid %d)\n", who, what, res.ContainerID, cr.Pid, cr.ShimPid)
 			fmt.Fprintf(w, "    bundle    %s\n    state     %s\n    log       %s\n", cr.Bundle, cr.StateFile, cr.LogPath)
 			for _, id := range res.Removed {
@@ -547,6 +560,34 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 	if rec.StatusWritten {
 		fmt.Fprintf(w, "    status: %s\n", rec.Phase)
 	}
+}
+
+// printPodCgroup says where the pod's cgroup is and what the kubelet wrote
+// into it and its QoS tier: "pod cgroup /podlab-…/kubepods/burstable/pod<uid>
+// (Burstable): cpu.shares=256 memory.limit_in_bytes=67108864".
+func printPodCgroup(w io.Writer, pc *kubelet.PodCgroup) {
+	if pc == nil {
+		return
+	}
+	settings := func(a kubelet.CgroupApplied) string {
+		var s []string
+		for _, wr := range a.Writes {
+			s = append(s, filepath.Base(wr.File)+"="+wr.Value)
+		}
+		s = append(s, a.Unset...)
+		if len(s) == 0 {
+			return "no limits"
+		}
+		return strings.Join(s, " ")
+	}
+	if !pc.Created {
+		fmt.Fprintf(w, "    pod cgroup %s (%s): exists\n", pc.Pod.Path, pc.Config.QOS)
+		return
+	}
+	if pc.Tier != nil {
+		fmt.Fprintf(w, "    QoS cgroup %s: %s\n", pc.Tier.Path, settings(*pc.Tier))
+	}
+	fmt.Fprintf(w, "    pod cgroup %s (%s): %s\n", pc.Pod.Path, pc.Config.QOS, settings(pc.Pod))
 }
 
 // cgroupSummary says which cgroups went, in how many hierarchies:

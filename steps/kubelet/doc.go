@@ -50,7 +50,24 @@
 //
 // A container's ID names what it runs, as the kubelet's Docker names did:
 // k8s_<container>_<pod>_<namespace>_<pod-uid>_<restartCount>. Its cgroup is
-// /podlab/kubepods/pod<pod-uid>/<container-id>.
+// <state cgroup root>/nodes/<node>/kubepods/[burstable/|besteffort/]pod<pod-uid>/<container-id>.
+//
+// # QoS
+//
+// The pod's QoS class (status.qosClass) places its cgroup as the kubelet's
+// cgroupfs driver does: Guaranteed pods directly under kubepods, Burstable
+// under kubepods/burstable, BestEffort under kubepods/besteffort. The kubelet
+// makes the pod's cgroup, in every hierarchy, before the sandbox, with its
+// settings (qos.go, podcgroup.go): cpu.shares from the requests (2 for
+// BestEffort; cpu.weight on cgroup v2), the pod's memory limit and cpu quota
+// when every container has one; and it keeps the tiers' own (besteffort 2,
+// burstable the sum of its pods' cpu requests). runc puts each container
+// under its pod's cgroup and removes only the container's own; the kubelet
+// removes the pod's when the pod goes, and keeps the tiers. Each container's
+// oom_score_adj follows the class too (Guaranteed -997, BestEffort 1000,
+// Burstable 3..999 from its memory request), never below what the kernel
+// lets the kubelet set: without CAP_SYS_RESOURCE, its own oom_score_adj
+// (containerd's restrict_oom_score_adj); the spec stage's result says so.
 //
 // # Seccomp
 //

@@ -50,6 +50,9 @@ type Config struct {
 	// runtime's default profile (RuntimeDefault) instead of none
 	// (Unconfined, Kubernetes' default).
 	SeccompDefault bool
+	// PodPidsLimit is the kubelet's --pod-max-pids: pids.max of every pod
+	// cgroup. Zero or less is no limit (the kubelet's default, -1).
+	PodPidsLimit int64
 	// Heartbeat is the node status period (10s); Poll how often containers
 	// are looked at (1s); Settle how long SyncOnce watches the containers it
 	// started before it returns (1s).

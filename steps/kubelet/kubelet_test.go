@@ -87,7 +87,10 @@ func TestKubelet_SyncPod_RunsAndRemoves(t *testing.T) {
 
 	layout := c.kubelet.Layout()
 	var cgroups []string
-	podCgroup := layout.PodCgroup(pod.UID)
+	podCgroup, err := layout.PodCgroupPath(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, pattern := range []string{"/sys/fs/cgroup/*" + podCgroup, "/sys/fs/cgroup" + podCgroup} {
 		m, _ := filepath.Glob(pattern)
 		cgroups = append(cgroups, m...)

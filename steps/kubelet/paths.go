@@ -62,10 +62,13 @@ func (l Layout) EmptyDir(uid types.UID, volume string) string {
 	return l.Node.EmptyDir(string(uid), volume)
 }
 
-// Runtime is the node's runc, with the given binary.
+// runtime is the node's runc, with the given binary. Its CgroupParent is
+// empty: deleting a container removes only the container's own cgroup; the
+// pod's cgroup and the QoS tiers are the kubelet's, which removes the pod's
+// when the pod goes (removePodCgroups) and keeps the tiers.
 func (l Layout) runtime(binary string) *runc.Runtime {
 	r := l.Node.Runtime()
-	return &runc.Runtime{Binary: binary, Root: r.RuncRoot(), StateDir: r.Dir, CgroupParent: r.CgroupParent}
+	return &runc.Runtime{Binary: binary, Root: r.RuncRoot(), StateDir: r.Dir}
 }
 
 // SubPathsDir holds the bind mounts of a pod's volumeMounts with a subPath,
@@ -127,14 +130,14 @@ func ParseContainerID(id string) (ContainerName, bool) {
 	return ContainerName{Container: f[1], Pod: f[2], Namespace: f[3], UID: types.UID(f[4]), RestartCount: n}, true
 }
 
-// PodCgroup is a pod's cgroup: <node cgroup root>/kubepods/pod<uid>.
-func (l Layout) PodCgroup(uid types.UID) string {
-	return l.KubepodsCgroup() + "/pod" + string(uid)
-}
-
-// CgroupsPath is a container's cgroup, under its pod's.
-func (l Layout) CgroupsPath(uid types.UID, containerID string) string {
-	return l.PodCgroup(uid) + "/" + containerID
+// CgroupsPath is a container's cgroup, under its pod's (PodCgroupPath):
+// <node cgroup root>/kubepods/[burstable/|besteffort/]pod<uid>/<container-id>.
+func (l Layout) CgroupsPath(pod *corev1.Pod, containerID string) (string, error) {
+	p, err := l.PodCgroupPath(pod)
+	if err != nil {
+		return "", err
+	}
+	return p + "/" + containerID, nil
 }
 
 // RuntimeContainerID is the status's containerID: runc://<id>, as

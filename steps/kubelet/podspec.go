@@ -32,9 +32,14 @@ import (
 )
 
 // containerSpec makes the runtime spec of container c of pod, restart
-// restart, over the image config cfg and the unpacked bundle.
-func (k *Kubelet) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.Container, restart int, cfg *v1.ConfigFile, bundle, imageID string) (*specs.Spec, error) {
+// restart, over the image config cfg and the unpacked bundle, with the
+// container's oom_score_adj oom.
+func (k *Kubelet) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.Container, restart int, cfg *v1.ConfigFile, bundle, imageID string, oom int) (*specs.Spec, error) {
 	id := ContainerID(pod, c.Name, restart)
+	cgroupsPath, err := k.layout.CgroupsPath(pod, id)
+	if err != nil {
+		return nil, err
+	}
 	sc := effectiveSecurityContext(pod, c)
 	if sc.Privileged != nil && *sc.Privileged {
 		return nil, fmt.Errorf("%w: container %s asks for securityContext.privileged, which gives it every capability and the host's devices; podlab runs every node on one shared machine", ErrPrivileged, c.Name)
@@ -98,8 +103,9 @@ func (k *Kubelet) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.
 	}
 	opt := []oci.SpecOpts{
 		withSandboxNamespaces(pod, sb),
-		withCgroupsPath(k.layout.CgroupsPath(pod.UID, id)),
+		withCgroupsPath(cgroupsPath),
 		withCPURequest(c.Resources.Requests),
+		spec.WithOOMScoreAdj(oom),
 		withSecurityContext(sc),
 		seccomp, // after the capabilities: the default profile follows them
 		withPodSecurityContext(pod.Spec.SecurityContext),

@@ -59,6 +59,10 @@ func TestSpecStage_FromPodSpec(t *testing.T) {
 	cs := st.Container("web")
 	s := readSpec(t, cs.Config)
 	id := kubelet.ContainerID(pod, "web", 0)
+	cgroupsPath, err := c.kubelet.Layout().CgroupsPath(pod, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	checks := []struct {
 		what string
 		ok   bool
@@ -73,7 +77,7 @@ func TestSpecStage_FromPodSpec(t *testing.T) {
 		{"capabilities: drop ALL, add NET_BIND_SERVICE", slices.Equal(s.Process.Capabilities.Bounding, []string{"CAP_NET_BIND_SERVICE"})},
 		{"memory limit", s.Linux.Resources.Memory != nil && *s.Linux.Resources.Memory.Limit == 64<<20},
 		{"cpu quota from the limit, shares from the request", *s.Linux.Resources.CPU.Quota == 50000 && *s.Linux.Resources.CPU.Shares == 256},
-		{"cgroupsPath", s.Linux.CgroupsPath == c.kubelet.Layout().CgroupsPath(pod.UID, id)},
+		{"cgroupsPath", s.Linux.CgroupsPath == cgroupsPath && strings.Contains(cgroupsPath, "/kubepods/burstable/pod")},
 		{"hostname", s.Hostname == "shaped"},
 		{"annotations", s.Annotations[kubelet.AnnotationRestartCount] == "0" && s.Annotations[kubelet.AnnotationPodUID] == string(pod.UID)},
 	}

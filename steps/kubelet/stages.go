@@ -37,7 +37,10 @@ type SandboxResult struct {
 	Sandbox Sandbox
 	// Created is false when the sandbox existed already.
 	Created bool
-	Took    time.Duration
+	// PodCgroup is the pod's cgroup in its QoS tier, made before the
+	// sandbox (with its settings, and the tier's).
+	PodCgroup *PodCgroup
+	Took      time.Duration
 	Recording
 }
 
@@ -79,7 +82,11 @@ type SpecResult struct {
 	// Path is the bundle's config.json.
 	Path string
 	Spec *specs.Spec
-	Took time.Duration
+	// OOMScoreAdj is the container's oom_score_adj: what the kubelet asks
+	// for its QoS class, and what config.json says when the kernel would
+	// refuse that.
+	OOMScoreAdj OOMScoreAdj
+	Took        time.Duration
 	Recording
 }
 
@@ -89,6 +96,9 @@ type CreateResult struct {
 	ContainerID  string
 	RestartCount int
 	Created      *runc.Created
+	// PodCgroup is set when the pod's cgroup was missing and was made
+	// again before the container (it is made with the sandbox).
+	PodCgroup *PodCgroup
 	// Removed are older runs of the container deleted to make room (the
 	// kubelet keeps the latest dead one, for logs --previous).
 	Removed []string
@@ -261,6 +271,14 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 		return nil, fmt.Errorf("%w: pod %s is being deleted: no sandbox for it", ErrOutOfOrder, podKey(pod))
 	}
 	res := &SandboxResult{Pod: podKey(pod), Sandbox: k.layout.observeSandbox(pod)}
+	// The pod's cgroup comes first, as the kubelet's syncPod makes it
+	// before it asks the runtime for a sandbox.
+	pc, err := k.ensurePodCgroup(ctx, pod)
+	if err != nil {
+		k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+		return res, err
+	}
+	res.PodCgroup = pc
 	if !res.Sandbox.Ready {
 		sb, err := k.pinSandbox(pod)
 		if err != nil {
@@ -269,7 +287,7 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 		}
 		res.Sandbox, res.Created = sb, true
 	}
-	err := k.report(ctx, pod, &res.Recording, nil)
+	err = k.report(ctx, pod, &res.Recording, nil)
 	res.Took = time.Since(start)
 	return res, err
 }
@@ -411,8 +429,8 @@ func (k *Kubelet) SpecStage(ctx context.Context, pod *corev1.Pod, container stri
 	var s *specs.Spec
 	if len(pod.Spec.InitContainers) > 0 {
 		err = fmt.Errorf("%w: init containers (pod %s has %d)", ErrUnsupported, podKey(pod), len(pod.Spec.InitContainers))
-	} else {
-		s, err = k.containerSpec(ctx, pod, t.c, t.restart, d.ConfigJSON, t.cs.Bundle, imageID(d))
+	} else if res.OOMScoreAdj, err = k.oomScoreAdj(ctx, pod, t.c); err == nil {
+		s, err = k.containerSpec(ctx, pod, t.c, t.restart, d.ConfigJSON, t.cs.Bundle, imageID(d), res.OOMScoreAdj.Set)
 	}
 	if err != nil {
 		return res, k.failed(ctx, pod, t, &res.Recording, StageSpec, specFailureReason(err), err, errorEvent(err))
@@ -436,8 +454,8 @@ func specFailureReason(err error) string {
 }
 
 // CreateStage creates the runtime container: a shim runs runc create on the
-// bundle, in the sandbox's namespaces, under /podlab/kubepods/pod<uid>
-// (CRI CreateContainer). Event Created.
+// bundle, in the sandbox's namespaces, under the pod's cgroup (made again
+// first if it went missing) (CRI CreateContainer). Event Created.
 func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container string) (*CreateResult, error) {
 	start := time.Now()
 	t, err := k.target(pod, container, StageCreate)
@@ -455,6 +473,13 @@ func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container st
 	}
 	if t.cs.ConfigRestart != t.restart {
 		return nil, fmt.Errorf("%w: %s/config.json is missing or for another restart (want restart %d); the spec stage comes first", ErrOutOfOrder, t.cs.Bundle, t.restart)
+	}
+	pc, err := k.ensurePodCgroup(ctx, pod)
+	if err != nil {
+		return res, k.failed(ctx, pod, t, &res.Recording, StageCreate, ReasonCreateContainerError, err, errorEvent(err))
+	}
+	if pc.Created {
+		res.PodCgroup = pc
 	}
 	created, err := k.rt.Create(ctx, id, t.cs.Bundle)
 	if err != nil {
@@ -654,6 +679,12 @@ func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveRe
 		if d.CgroupErr != nil {
 			errs = append(errs, d.CgroupErr)
 		}
+	}
+	// The pod's cgroup goes once its containers' are gone.
+	removed, err := k.removePodCgroups(ctx, uid)
+	res.Cgroups = append(res.Cgroups, removed...)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	for _, kind := range statedir.NamespaceKinds() {
 		p := k.layout.NamespacePath(kind, uid)

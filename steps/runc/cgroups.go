@@ -271,6 +271,10 @@ type Cgroup struct {
 	CPUPeriod Limit
 }
 
+// Dir is where the hierarchy m shows the cgroup path (a linux.cgroupsPath
+// such as /podlab-1a2b3c4d/web): /sys/fs/cgroup/memory/podlab-1a2b3c4d/web.
+func (m CgroupMount) Dir(path string) string { return m.dir(path) }
+
 // dir is where the hierarchy m shows the cgroup path.
 func (m CgroupMount) dir(path string) string {
 	rel := path

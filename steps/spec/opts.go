@@ -80,6 +80,30 @@ func WithCgroupsPath(parent, id string) oci.SpecOpts {
 	}
 }
 
+// The range of oom_score_adj (Documentation/filesystems/proc.rst):
+// -1000 exempts a process from the OOM killer, 1000 makes it the first
+// victim.
+const (
+	MinOOMScoreAdj = -1000
+	MaxOOMScoreAdj = 1000
+)
+
+// WithOOMScoreAdj sets process.oomScoreAdj, which runc writes to
+// /proc/<pid>/oom_score_adj of the container's first process. A value out
+// of [-1000, 1000] is refused. Lowering it below what the runtime's own
+// process has needs CAP_SYS_RESOURCE: the caller picks what the kernel will
+// allow (see the kubelet's restriction, as containerd's restrict_oom_score_adj).
+func WithOOMScoreAdj(adj int) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
+		if adj < MinOOMScoreAdj || adj > MaxOOMScoreAdj {
+			return fmt.Errorf("oom_score_adj %d: must be between %d and %d", adj, MinOOMScoreAdj, MaxOOMScoreAdj)
+		}
+		setProcess(s)
+		s.Process.OOMScoreAdj = &adj
+		return nil
+	}
+}
+
 // WithHostname sets the hostname runc gives the container's UTS namespace.
 func WithHostname(name string) oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {

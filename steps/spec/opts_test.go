@@ -497,3 +497,20 @@ func TestWithPidsLimit_EmptySpec(t *testing.T) {
 		t.Fatalf("pids -1: err = %v, want ErrInvalidLimit", err)
 	}
 }
+
+func TestWithOOMScoreAdj(t *testing.T) {
+	for _, adj := range []int{-1000, -997, 0, 2, 999, 1000} {
+		s := mustApplyEmpty(t, WithOOMScoreAdj(adj))
+		if s.Process == nil || s.Process.OOMScoreAdj == nil || *s.Process.OOMScoreAdj != adj {
+			t.Errorf("WithOOMScoreAdj(%d): process %+v", adj, s.Process)
+		}
+	}
+}
+
+func TestWithOOMScoreAdj_Refused(t *testing.T) {
+	for _, adj := range []int{-1001, 1001, -1 << 20} {
+		if s, err := applyEmpty(t, WithOOMScoreAdj(adj)); err == nil {
+			t.Errorf("WithOOMScoreAdj(%d) accepted: %+v", adj, s.Process)
+		}
+	}
+}

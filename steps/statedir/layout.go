@@ -34,7 +34,21 @@ const (
 	cgroupPrefix = "/podlab-"
 	// kubepods is the kubelet's cgroup for pods (cgroupfs driver naming).
 	kubepods = "kubepods"
+	// podCgroupPrefix starts a pod's cgroup: pod<uid>.
+	podCgroupPrefix = "pod"
 )
+
+// The QoS tiers under kubepods, as the kubelet's cgroupfs driver names them
+// (pkg/kubelet/cm/qos_container_manager_linux.go). Guaranteed pods have no
+// tier of their own: their cgroups are directly under kubepods (TierNone).
+const (
+	TierNone       = ""
+	TierBurstable  = "burstable"
+	TierBestEffort = "besteffort"
+)
+
+// Tiers are the tier cgroups a node's kubepods holds.
+func Tiers() []string { return []string{TierBurstable, TierBestEffort} }
 
 // Layout is a state directory. Dir is absolute and clean.
 type Layout struct {
@@ -256,3 +270,28 @@ func (n Node) NamespaceFile(kind, uid string) string {
 
 // KubepodsCgroup is the node's kubepods cgroup.
 func (n Node) KubepodsCgroup() string { return n.CgroupRoot + "/" + kubepods }
+
+// TierCgroup is a QoS tier's cgroup: kubepods/burstable,
+// kubepods/besteffort, or kubepods itself for TierNone (Guaranteed).
+func (n Node) TierCgroup(tier string) string {
+	if tier == TierNone {
+		return n.KubepodsCgroup()
+	}
+	return n.KubepodsCgroup() + "/" + tier
+}
+
+// PodCgroup is a pod's cgroup in its tier: kubepods/pod<uid> (Guaranteed),
+// kubepods/burstable/pod<uid>, kubepods/besteffort/pod<uid>.
+func (n Node) PodCgroup(tier, uid string) string {
+	return n.TierCgroup(tier) + "/" + podCgroupPrefix + uid
+}
+
+// PodCgroups are the places a pod's cgroup can be, one per tier: what the
+// kubelet looks at when it removes a pod whose QoS class it no longer knows.
+func (n Node) PodCgroups(uid string) []string {
+	out := []string{n.PodCgroup(TierNone, uid)}
+	for _, t := range Tiers() {
+		out = append(out, n.PodCgroup(t, uid))
+	}
+	return out
+}

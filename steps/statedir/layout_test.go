@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -59,6 +60,12 @@ func TestLayout_Paths(t *testing.T) {
 		{"node cgroup root", n.CgroupRoot, root + "/nodes/node-1"},
 		{"kubepods", n.KubepodsCgroup(), root + "/nodes/node-1/kubepods"},
 		{"node runtime cgroup parent", n.Runtime().CgroupParent, root + "/nodes/node-1/kubepods"},
+		{"guaranteed pod cgroup", n.PodCgroup(TierNone, "u1"), root + "/nodes/node-1/kubepods/podu1"},
+		{"burstable tier", n.TierCgroup(TierBurstable), root + "/nodes/node-1/kubepods/burstable"},
+		{"burstable pod cgroup", n.PodCgroup(TierBurstable, "u1"), root + "/nodes/node-1/kubepods/burstable/podu1"},
+		{"besteffort pod cgroup", n.PodCgroup(TierBestEffort, "u1"), root + "/nodes/node-1/kubepods/besteffort/podu1"},
+		{"pod cgroups", strings.Join(n.PodCgroups("u1"), " "), root + "/nodes/node-1/kubepods/podu1 " +
+			root + "/nodes/node-1/kubepods/burstable/podu1 " + root + "/nodes/node-1/kubepods/besteffort/podu1"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -144,12 +144,16 @@ func (u *upRun) runPod(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod,
 	cs := st.Container(ctr.Name)
 	u.res.Container = ctr.Name
 	next := kubelet.NextStage(pod, st)
+	podCgroup, err := k.Layout().PodCgroupPath(pod)
+	if err != nil {
+		return u.failed(7, compKubelet+": syncPod", nil, err)
+	}
 	did := []string{
 		fmt.Sprintf("syncPod %s/%s (uid %s): the pod's runtime files go under %s", ns, name, pod.UID, k.Layout().Dir),
 		fmt.Sprintf("it looked at the node: %s; image %s %s (imagePullPolicy %s); %s; %s",
 			sandboxState(st), cs.Ref, presence(cs.Present), cs.Policy, bundleState(cs), runsState(cs)),
 		fmt.Sprintf("next: %s (%s): %s", next.Name, next.Name.CRI(), next.Why),
-		fmt.Sprintf("then, for container %s: pull, unpack, spec, create, start; its cgroup will be under %s", ctr.Name, k.Layout().PodCgroup(pod.UID)),
+		fmt.Sprintf("then, for container %s: pull, unpack, spec, create, start; its cgroup will be under %s (QoS class %s)", ctr.Name, podCgroup, pod.Status.QOSClass),
 	}
 	if len(pod.Spec.Containers) > 1 {
 		did = append(did, fmt.Sprintf("(podlab up follows the first of its %d containers)", len(pod.Spec.Containers)))
