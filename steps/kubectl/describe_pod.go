@@ -2,12 +2,12 @@ package kubectl
 
 import (
 	"fmt"
+	"github.com/podlab/podlab/internal/qos"
 	"sort"
 	"strings"
 
 	"github.com/podlab/podlab/steps/apiserver/printers"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // pod is kubectl describe pod: where the pod runs, its status, each
@@ -91,7 +91,7 @@ func (d *describer) pod(pod *corev1.Pod) {
 		}
 	}
 	d.volumes(pod.Spec.Volumes, "")
-	d.write(0, "QoS Class:\t%s\n", qosClass(pod))
+	d.write(0, "QoS Class:\t%s\n", qos.Of(pod))
 	d.labels("Node-Selectors", pod.Spec.NodeSelector)
 	d.tolerations("Tolerations", pod.Spec.Tolerations)
 }
@@ -462,54 +462,6 @@ func (d *describer) tolerations(title string, tolerations []corev1.Toleration) {
 		}
 		d.write(0, "%s\n", s)
 	}
-}
-
-// qosClass is the pod's quality of service class: status.qosClass when the
-// API server set it, otherwise computed from the containers' requests and
-// limits as Kubernetes does.
-func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	requests, limits := corev1.ResourceList{}, corev1.ResourceList{}
-	guaranteed := true
-	add := func(into corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
-		sum := into[name]
-		sum.Add(q)
-		into[name] = sum
-	}
-	for _, c := range append(append([]corev1.Container(nil), pod.Spec.Containers...), pod.Spec.InitContainers...) {
-		for name, q := range c.Resources.Requests {
-			if (name == corev1.ResourceCPU || name == corev1.ResourceMemory) && q.Sign() > 0 {
-				add(requests, name, q)
-			}
-		}
-		found := 0
-		for name, q := range c.Resources.Limits {
-			if (name == corev1.ResourceCPU || name == corev1.ResourceMemory) && q.Sign() > 0 {
-				found++
-				add(limits, name, q)
-			}
-		}
-		if found < 2 {
-			guaranteed = false
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return corev1.PodQOSBestEffort
-	}
-	if guaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				guaranteed = false
-				break
-			}
-		}
-	}
-	if guaranteed && len(requests) == len(limits) {
-		return corev1.PodQOSGuaranteed
-	}
-	return corev1.PodQOSBurstable
 }
 
 // node is kubectl describe node, without the lease and the pods running

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/podlab/podlab/internal/qos"
 	"os"
 	"strconv"
 	"strings"
@@ -75,17 +76,16 @@ type PodCgroupConfig struct {
 }
 
 // podQOS is the pod's QoS class and its tier. The kubelet reads the class
-// from status.qosClass (v1qos.GetPodQOS), which is immutable after create.
+// from status.qosClass (v1qos.GetPodQOS), which is immutable after create,
+// and computes it for a pod stored before the API server set it.
 func podQOS(pod *corev1.Pod) (corev1.PodQOSClass, string, error) {
-	switch q := pod.Status.QOSClass; q {
+	switch q := qos.Of(pod); q {
 	case corev1.PodQOSGuaranteed:
 		return q, statedir.TierNone, nil
 	case corev1.PodQOSBurstable:
 		return q, statedir.TierBurstable, nil
 	case corev1.PodQOSBestEffort:
 		return q, statedir.TierBestEffort, nil
-	case "":
-		return "", "", fmt.Errorf("%w: pod %s has no status.qosClass; create it through the API server (podlab apply), which sets it", ErrQOSClass, podKey(pod))
 	default:
 		return "", "", fmt.Errorf("%w: pod %s has status.qosClass %q; want Guaranteed, Burstable or BestEffort", ErrQOSClass, podKey(pod), q)
 	}

@@ -124,6 +124,29 @@ func TestQOS(t *testing.T) {
 	}
 }
 
+// TestQOS_ComputedWhenNotStored: a pod stored before the API server set
+// status.qosClass gets its class computed from its resources, as the
+// kubelet's GetPodQOS does, instead of being refused.
+func TestQOS_ComputedWhenNotStored(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want corev1.PodQOSClass
+	}{
+		{"nothing requested", qosPod("", res("", "")), corev1.PodQOSBestEffort},
+		{"a memory request", qosPod("", res("memory=32Mi", "")), corev1.PodQOSBurstable},
+		{"requests equal limits", qosPod("", res("cpu=1,memory=32Mi", "cpu=1,memory=32Mi")), corev1.PodQOSGuaranteed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _, err := podQOS(tt.pod)
+			if err != nil || got != tt.want {
+				t.Errorf("podQOS = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestQOS_BadInput(t *testing.T) {
 	good := qosPod(corev1.PodQOSBurstable, res("memory=32Mi", ""))
 	tests := []struct {
@@ -133,7 +156,6 @@ func TestQOS_BadInput(t *testing.T) {
 		want     error // nil: any error
 		cgroup   bool  // podCgroupConfig fails too
 	}{
-		{"no qosClass (not stored by the API server)", qosPod("", res("", "")), gi, ErrQOSClass, true},
 		{"unknown qosClass", qosPod("Platinum", res("", "")), gi, ErrQOSClass, true},
 		{"node memory capacity 0", good, 0, nil, false},
 		{"node memory capacity negative", good, -1, nil, false},

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"github.com/podlab/podlab/internal/qos"
 	"strconv"
 	"strings"
 
@@ -163,7 +164,7 @@ func DefaultPod(p *corev1.Pod) []string {
 		d.set("status.phase", corev1.PodPending)
 	}
 	if p.Status.QOSClass == "" {
-		p.Status.QOSClass = PodQOSClass(p)
+		p.Status.QOSClass = qos.Compute(p)
 		d.set("status.qosClass", p.Status.QOSClass)
 	}
 	return d.notes

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"github.com/podlab/podlab/internal/qos"
 	"sort"
 	"strings"
 
@@ -70,9 +71,9 @@ func LimitRangerMutate(p *corev1.Pod, ranges []corev1.LimitRange) []string {
 		notes = append(notes, "set annotation "+limitRangerAnnotation)
 	}
 	if p.Status.QOSClass != "" && len(notes) > 0 {
-		if qos := PodQOSClass(p); qos != p.Status.QOSClass {
-			p.Status.QOSClass = qos
-			notes = append(notes, fmt.Sprintf("set status.qosClass=%s (resources changed)", qos))
+		if class := qos.Compute(p); class != p.Status.QOSClass {
+			p.Status.QOSClass = class
+			notes = append(notes, fmt.Sprintf("set status.qosClass=%s (resources changed)", class))
 		}
 	}
 	return notes

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"github.com/podlab/podlab/internal/qos"
 	"slices"
 	"strings"
 	"time"
@@ -374,9 +375,9 @@ func podMatchesScope(s corev1.ScopedResourceSelectorRequirement, p *corev1.Pod) 
 	case corev1.ResourceQuotaScopeNotTerminating:
 		return !terminating, nil
 	case corev1.ResourceQuotaScopeBestEffort:
-		return PodQOSClass(p) == corev1.PodQOSBestEffort, nil
+		return qos.Compute(p) == corev1.PodQOSBestEffort, nil
 	case corev1.ResourceQuotaScopeNotBestEffort:
-		return PodQOSClass(p) != corev1.PodQOSBestEffort, nil
+		return qos.Compute(p) != corev1.PodQOSBestEffort, nil
 	case corev1.ResourceQuotaScopePriorityClass:
 		if s.Operator == corev1.ScopeSelectorOpExists {
 			return p.Spec.PriorityClassName != "", nil

@@ -143,67 +143,6 @@ func isHugePages(name corev1.ResourceName) bool {
 	return strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
 }
 
-// PodQOSClass computes the pod's Quality of Service class the way the API
-// server does when it stores status.qosClass:
-//
-//   - BestEffort: no container requests or limits any cpu or memory.
-//   - Guaranteed: every container has cpu and memory limits, and the
-//     requests equal the limits.
-//   - Burstable: everything else.
-//
-// The kubelet uses it to pick the pod's cgroup and its OOM score.
-func PodQOSClass(p *corev1.Pod) corev1.PodQOSClass {
-	requests := corev1.ResourceList{}
-	limits := corev1.ResourceList{}
-	guaranteed := true
-	collect := func(r corev1.ResourceRequirements) {
-		for name, q := range r.Requests {
-			if isQOSResource(name) && q.Sign() > 0 {
-				addResources(requests, corev1.ResourceList{name: q})
-			}
-		}
-		found := 0
-		for name, q := range r.Limits {
-			if isQOSResource(name) && q.Sign() > 0 {
-				found++
-				addResources(limits, corev1.ResourceList{name: q})
-			}
-		}
-		if found != 2 {
-			guaranteed = false
-		}
-	}
-	if p.Spec.Resources != nil {
-		collect(*p.Spec.Resources)
-	} else {
-		for _, c := range p.Spec.Containers {
-			collect(c.Resources)
-		}
-		for _, c := range p.Spec.InitContainers {
-			collect(c.Resources)
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return corev1.PodQOSBestEffort
-	}
-	if guaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				guaranteed = false
-				break
-			}
-		}
-	}
-	if guaranteed && len(requests) == len(limits) {
-		return corev1.PodQOSGuaranteed
-	}
-	return corev1.PodQOSBurstable
-}
-
-func isQOSResource(name corev1.ResourceName) bool {
-	return name == corev1.ResourceCPU || name == corev1.ResourceMemory
-}
-
 // zeroQuantity is a fresh "0", formatted the way quota status prints it.
 func zeroQuantity() resource.Quantity {
 	return resource.Quantity{Format: resource.DecimalSI}
