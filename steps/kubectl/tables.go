@@ -9,7 +9,6 @@ import (
 	"github.com/podlab/podlab/steps/apiserver/printers"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/duration"
 )
 
 // column is one column of a kubectl table. A wide column is shown only with
@@ -53,19 +52,9 @@ func rowFor(obj apiserver.Object, now time.Time) ([]string, error) {
 func PodStatus(pod *corev1.Pod) string { return printers.PodStatus(pod) }
 
 // age is kubectl's AGE: 5s, 3m2s, 45m, 3h20m, 2d3h, 100d.
-func age(t metav1.Time, now time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(t.Time))
-}
+func age(t metav1.Time, now time.Time) string { return printers.Age(t, now) }
 
-func microAge(t metav1.MicroTime, now time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(t.Time))
-}
+func microAge(t metav1.MicroTime, now time.Time) string { return printers.MicroAge(t, now) }
 
 func deref(p *int32) int32 {
 	if p == nil {

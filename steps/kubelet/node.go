@@ -9,7 +9,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
+	"github.com/podlab/podlab/steps/pki"
 	"os"
 	"os/exec"
 	"runtime"
@@ -327,26 +327,11 @@ func (k *Kubelet) nodeImages() []corev1.ContainerImage {
 	return out
 }
 
-// hostIP is the machine's first IPv4 address that is up and not loopback,
-// else 127.0.0.1.
+// hostIP is the machine's first IPv4 address that is up and not loopback
+// (the one its serving certificate names, pki.MachineIP), else 127.0.0.1.
 func hostIP() string {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return "127.0.0.1"
-	}
-	for _, i := range ifs {
-		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, err := i.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
-				return n.IP.String()
-			}
-		}
+	if ip := pki.MachineIP(); ip != "" {
+		return ip
 	}
 	return "127.0.0.1"
 }

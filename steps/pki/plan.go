@@ -157,13 +157,16 @@ func MachineHosts() []string {
 	if h, err := os.Hostname(); err == nil && h != "" {
 		out = append(out, h)
 	}
-	if ip := machineIP(); ip != "" {
+	if ip := MachineIP(); ip != "" {
 		out = append(out, ip)
 	}
 	return out
 }
 
-func machineIP() string {
+// MachineIP is the machine's first IPv4 address that is up and not
+// loopback, or "": the address a kubelet reports for its Node, and so one
+// its serving certificate names.
+func MachineIP() string {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return ""

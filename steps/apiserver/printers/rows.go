@@ -28,7 +28,7 @@ func Cells(obj apiserver.Object, now time.Time) ([]any, error) {
 	case *corev1.Node:
 		return nodeRow(o, now), nil
 	case *corev1.Namespace:
-		return []any{o.Name, string(o.Status.Phase), age(o.CreationTimestamp, now)}, nil
+		return []any{o.Name, string(o.Status.Phase), Age(o.CreationTimestamp, now)}, nil
 	case *corev1.Event:
 		return eventRow(o, now), nil
 	case *appsv1.Deployment:
@@ -36,7 +36,7 @@ func Cells(obj apiserver.Object, now time.Time) ([]any, error) {
 	case *appsv1.ReplicaSet:
 		names, images := containerCells(o.Spec.Template.Spec.Containers)
 		return []any{o.Name, int64(deref(o.Spec.Replicas)), int64(o.Status.Replicas),
-			int64(o.Status.ReadyReplicas), age(o.CreationTimestamp, now),
+			int64(o.Status.ReadyReplicas), Age(o.CreationTimestamp, now),
 			names, images, metav1.FormatLabelSelector(o.Spec.Selector)}, nil
 	case *rbacv1.Role, *rbacv1.ClusterRole, *corev1.LimitRange:
 		return []any{obj.GetName(), obj.GetCreationTimestamp().UTC().Format(time.RFC3339)}, nil
@@ -46,24 +46,22 @@ func Cells(obj apiserver.Object, now time.Time) ([]any, error) {
 		return bindingRow(o.Name, o.RoleRef, o.Subjects, o.CreationTimestamp, now), nil
 	case *corev1.ResourceQuota:
 		request, limit := quotaCells(o)
-		return []any{o.Name, request, limit, age(o.CreationTimestamp, now)}, nil
+		return []any{o.Name, request, limit, Age(o.CreationTimestamp, now)}, nil
 	}
 	return nil, fmt.Errorf("no table row for %T", obj)
 }
 
-// age is the AGE column: 5s, 3m2s, 45m, 3h20m, 2d3h, 100d.
-func age(t metav1.Time, now time.Time) string {
+// Age is the AGE column: 5s, 3m2s, 45m, 3h20m, 2d3h, 100d.
+func Age(t metav1.Time, now time.Time) string {
 	if t.IsZero() {
 		return "<unknown>"
 	}
 	return duration.HumanDuration(now.Sub(t.Time))
 }
 
-func microAge(t metav1.MicroTime, now time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(t.Time))
+// MicroAge is Age of a MicroTime (an event's eventTime).
+func MicroAge(t metav1.MicroTime, now time.Time) string {
+	return Age(metav1.Time{Time: t.Time}, now)
 }
 
 func deref(p *int32) int32 {
@@ -228,7 +226,7 @@ func podRow(pod *corev1.Pod, now time.Time) []any {
 		}
 		gates = fmt.Sprintf("%d/%d", trueGates, len(pod.Spec.ReadinessGates))
 	}
-	return []any{pod.Name, fmt.Sprintf("%d/%d", ready, total), reason, restartCell, age(pod.CreationTimestamp, now),
+	return []any{pod.Name, fmt.Sprintf("%d/%d", ready, total), reason, restartCell, Age(pod.CreationTimestamp, now),
 		orNone(ip), orNone(pod.Spec.NodeName), orNone(pod.Status.NominatedNodeName), gates}
 }
 
@@ -261,7 +259,7 @@ func nodeRow(node *corev1.Node, now time.Time) []any {
 		return s
 	}
 	info := node.Status.NodeInfo
-	return []any{node.Name, status, orNone(strings.Join(NodeRoles(node), ",")), age(node.CreationTimestamp, now), info.KubeletVersion,
+	return []any{node.Name, status, orNone(strings.Join(NodeRoles(node), ",")), Age(node.CreationTimestamp, now), info.KubeletVersion,
 		address(corev1.NodeInternalIP), address(corev1.NodeExternalIP),
 		unknown(info.OSImage), unknown(info.KernelVersion), unknown(info.ContainerRuntimeVersion)}
 }
@@ -289,17 +287,17 @@ func NodeRoles(node *corev1.Node) []string {
 }
 
 func eventRow(e *corev1.Event, now time.Time) []any {
-	first := age(e.FirstTimestamp, now)
+	first := Age(e.FirstTimestamp, now)
 	if e.FirstTimestamp.IsZero() {
-		first = microAge(e.EventTime, now)
+		first = MicroAge(e.EventTime, now)
 	}
-	last := age(e.LastTimestamp, now)
+	last := Age(e.LastTimestamp, now)
 	if e.LastTimestamp.IsZero() {
 		last = first
 	}
 	count := e.Count
 	if e.Series != nil {
-		last = microAge(e.Series.LastObservedTime, now)
+		last = MicroAge(e.Series.LastObservedTime, now)
 		count = e.Series.Count
 	} else if count == 0 {
 		count = 1 // a singleton event of the events.k8s.io API has no count
@@ -330,7 +328,7 @@ func deploymentRow(d *appsv1.Deployment, now time.Time) []any {
 	}
 	names, images := containerCells(d.Spec.Template.Spec.Containers)
 	return []any{d.Name, fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, deref(d.Spec.Replicas)),
-		int64(d.Status.UpdatedReplicas), int64(d.Status.AvailableReplicas), age(d.CreationTimestamp, now),
+		int64(d.Status.UpdatedReplicas), int64(d.Status.AvailableReplicas), Age(d.CreationTimestamp, now),
 		names, images, selector}
 }
 
@@ -356,7 +354,7 @@ func bindingRow(name string, ref rbacv1.RoleRef, subjects []rbacv1.Subject, crea
 			sas = append(sas, s.Namespace+"/"+s.Name)
 		}
 	}
-	return []any{name, ref.Kind + "/" + ref.Name, age(created, now),
+	return []any{name, ref.Kind + "/" + ref.Name, Age(created, now),
 		strings.Join(users, ", "), strings.Join(groups, ", "), strings.Join(sas, ", ")}
 }
 
