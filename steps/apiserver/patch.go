@@ -269,3 +269,7 @@ func deref1(p *int32) int32 {
 	}
 	return *p
 }
+
+// ScaleOf is the autoscaling/v1 Scale of a Deployment or ReplicaSet, as the
+// scale subresource shows it (GET .../deployments/web/scale).
+func ScaleOf(obj Object) *autoscalingv1.Scale { return scaleOf(obj) }
