@@ -28,6 +28,8 @@ func TestSelfSubjectAccessReview(t *testing.T) {
 		{"a developer may create deployments in default", "developer", authorizationv1.ResourceAttributes{Verb: "create", Group: "apps", Resource: "deployments", Namespace: "default"}, nil, true},
 		{"but not in kube-system", "developer", authorizationv1.ResourceAttributes{Verb: "create", Group: "apps", Resource: "deployments", Namespace: "kube-system"}, nil, false},
 		{"admin may do anything to anything", "admin", authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"}, nil, true},
+		{"a developer may not list pods in every namespace", "developer", authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods"}, nil, false},
+		{"a viewer may", "viewer", authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods"}, nil, true},
 		{"a developer may not impersonate", "developer", authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users", Name: "admin"}, nil, false},
 		{"everyone may read /version", "viewer", authorizationv1.ResourceAttributes{}, &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/version"}, true},
 	}

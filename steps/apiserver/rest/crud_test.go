@@ -1,6 +1,8 @@
 package rest
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -191,5 +193,38 @@ func TestClientGo_Patch(t *testing.T) {
 				t.Errorf("patched: generation %d, containers %+v", d.Generation, d.Spec.Template.Spec.Containers)
 			}
 		})
+	}
+}
+
+// DELETE answers the pod as marked while its kubelet stops it, and a
+// Success Status once an object is gone.
+func TestDelete_Responses(t *testing.T) {
+	l := newLab(t, nil)
+	cs := l.clientset("admin")
+	for _, name := range []string{"unbound", "bound"} {
+		if _, err := cs.CoreV1().Pods("default").Create(ctx(t), testPod(name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cs.CoreV1().Pods("default").Bind(ctx(t), &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "bound"},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ := l.do("admin", "DELETE", "/api/v1/namespaces/default/pods/unbound", "", nil)
+	if st := status(t, body); code != 200 || st.Status != metav1.StatusSuccess || st.Details == nil || st.Details.Name != "unbound" || st.Details.Kind != "pods" {
+		t.Errorf("deleting an unbound pod: %d %s, want 200 and a Success Status naming it", code, body)
+	}
+	code, body, _ = l.do("admin", "DELETE", "/api/v1/namespaces/default/pods/bound", "application/json", []byte(`{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":5}`))
+	var p corev1.Pod
+	if err := json.Unmarshal(body, &p); code != 200 || err != nil || p.DeletionTimestamp == nil || *p.DeletionGracePeriodSeconds != 5 {
+		t.Errorf("deleting a bound pod: %d %s, want 200 and the pod marked with a grace period of 5s", code, body)
+	}
+	code, body, _ = l.do("admin", "DELETE", "/api/v1/namespaces/default/pods/bound?gracePeriodSeconds=0", "", nil)
+	if st := status(t, body); code != 200 || st.Status != metav1.StatusSuccess {
+		t.Errorf("deleting it with gracePeriodSeconds=0: %d %s, want it gone", code, body)
+	}
+	code, body, _ = l.do("admin", "DELETE", "/api/v1/namespaces/default/pods/bound?propagationPolicy=Sideways", "", nil)
+	if st := status(t, body); code != 422 || !strings.Contains(st.Message, `propagationPolicy: Unsupported value: "Sideways"`) {
+		t.Errorf("a bad propagationPolicy: %d %+v, want 422", code, st)
 	}
 }

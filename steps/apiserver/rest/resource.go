@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
 	kjson "sigs.k8s.io/json"
 
@@ -322,9 +323,10 @@ func (h *Handler) bind(w http.ResponseWriter, r *http.Request, c *apiserver.Clie
 }
 
 // delete deletes one object with the options of the body (a
-// DeleteOptions) or the query. It answers 202 Accepted with the object
-// when it is only marked (a pod its kubelet has yet to stop), as
-// kube-apiserver does, and a Success Status when it is gone.
+// DeleteOptions) or the query. It answers 200 with the object when it is
+// only marked (a pod its kubelet has yet to stop), and a Success Status
+// naming it when it is gone, as kube-apiserver does for a store that does
+// not return deleted objects.
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, c *apiserver.Client, res apiserver.Resource, info requestInfo) (apiserver.Object, int, error) {
 	var opts metav1.DeleteOptions
 	if r.ContentLength != 0 {
@@ -348,7 +350,8 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, c *apiserver.Cl
 		switch *p {
 		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
 		default:
-			return nil, 0, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "DeleteOptions"}, "", nil)
+			return nil, 0, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "DeleteOptions"}, "", field.ErrorList{
+				field.NotSupported(field.NewPath("propagationPolicy"), *p, []string{string(metav1.DeletePropagationForeground), string(metav1.DeletePropagationBackground), string(metav1.DeletePropagationOrphan)})})
 		}
 	}
 	gone, err := c.Delete(r.Context(), res.Name, info.namespace, info.name, apiserver.DeleteOptions{
@@ -359,7 +362,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, c *apiserver.Cl
 		return nil, 0, err
 	}
 	if gone != nil {
-		return gone, http.StatusAccepted, nil
+		return gone, http.StatusOK, nil
 	}
 	return nil, http.StatusOK, nil
 }

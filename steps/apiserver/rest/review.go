@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/rbac"
@@ -43,7 +44,9 @@ func (h *Handler) accessReview(w http.ResponseWriter, r *http.Request, c *apiser
 	ctx := r.Context()
 	switch ra, nra := sar.Spec.ResourceAttributes, sar.Spec.NonResourceAttributes; {
 	case ra != nil:
-		if _, err := apiserver.LookupResource(ra.Resource); err == nil && ra.Resource != "*" {
+		// a served resource, named in a namespace when it lives in one: the
+		// gate's own decision (with RBAC's reason)
+		if res, err := apiserver.LookupResource(ra.Resource); err == nil && ra.Resource != "*" && (ra.Namespace != "" || !res.Namespaced) {
 			_, d, err := c.Access(ctx, ra.Verb, ra.Resource, ra.Subresource, ra.Namespace, ra.Name)
 			if err != nil {
 				writeError(w, r, err)
@@ -52,7 +55,8 @@ func (h *Handler) accessReview(w http.ResponseWriter, r *http.Request, c *apiser
 			sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: d.Reason}
 			break
 		}
-		// a resource podlab does not serve, or "*": what RBAC's rules say
+		// a resource podlab does not serve, "*", or every namespace (-A):
+		// what RBAC's rules say
 		u, rules, err := c.Rules(ctx, ra.Namespace)
 		if err != nil {
 			writeError(w, r, err)
@@ -68,7 +72,8 @@ func (h *Handler) accessReview(w http.ResponseWriter, r *http.Request, c *apiser
 		}
 		sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: d.Reason}
 	default:
-		writeError(w, r, apierrors.NewInvalid(schema.GroupKind{Group: "authorization.k8s.io", Kind: "SelfSubjectAccessReview"}, "", nil))
+		writeError(w, r, apierrors.NewInvalid(schema.GroupKind{Group: "authorization.k8s.io", Kind: "SelfSubjectAccessReview"}, "", field.ErrorList{
+			field.Invalid(field.NewPath("spec", "resourceAttributes"), nil, "exactly one of nonResourceAttributes or resourceAttributes must be specified")}))
 		return
 	}
 	writeJSON(w, http.StatusCreated, sar)
