@@ -50,6 +50,37 @@ type lab struct {
 
 	mu       sync.Mutex
 	requests []string // method and URI of each request, for tests that look at what clients asked
+	// hold, when set, keeps every watch request waiting until it is closed:
+	// a client that is away for a while
+	hold chan struct{}
+	// ends cancels the watches being served: their streams end cleanly,
+	// as at timeoutSeconds
+	ends []context.CancelFunc
+}
+
+// endWatches ends every watch being served.
+func (l *lab) endWatches() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, end := range l.ends {
+		end()
+	}
+	l.ends = nil
+}
+
+// holdWatches makes new watch requests wait until the returned function
+// is called.
+func (l *lab) holdWatches() (release func()) {
+	ch := make(chan struct{})
+	l.mu.Lock()
+	l.hold = ch
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		l.hold = nil
+		l.mu.Unlock()
+		close(ch)
+	}
 }
 
 func newLab(t testing.TB, storeOpts []store.Option, opts ...Option) *lab {
@@ -67,7 +98,19 @@ func newLab(t testing.TB, storeOpts []store.Option, opts ...Option) *lab {
 	l.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.mu.Lock()
 		l.requests = append(l.requests, r.Method+" "+r.URL.RequestURI())
+		hold := l.hold
 		l.mu.Unlock()
+		if r.URL.Query().Get("watch") != "" {
+			if hold != nil {
+				<-hold
+			}
+			wctx, end := context.WithCancel(r.Context())
+			defer end()
+			l.mu.Lock()
+			l.ends = append(l.ends, end)
+			l.mu.Unlock()
+			r = r.WithContext(wctx)
+		}
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {

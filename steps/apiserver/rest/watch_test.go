@@ -14,7 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -250,5 +253,78 @@ func TestWatch_DisconnectCostsNothing(t *testing.T) {
 			t.Fatalf("%d goroutines after 20 watches came and went, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An informer whose watch ends, and which comes back after the store has
+// compacted past its resourceVersion, converges on what the API server
+// holds: with WatchList (client-go v0.37's default) by asking for the
+// initial events again; with list+watch by getting 410 Expired from its
+// watch and listing again, as client-go does against kube-apiserver.
+func TestWatch_InformerComesBack(t *testing.T) {
+	tests := []struct {
+		name      string
+		watchList bool
+		want      string // a request the informer must have made after coming back
+		count     int    // how many times
+	}{
+		{"WatchList", true, "sendInitialEvents=true", 2},
+		// the first list is "?limit=500&resourceVersion=0"; after the 410
+		// the reflector lists at its last resourceVersion
+		{"list+watch: 410, then list again", false, "GET /api/v1/pods?resourceVersion=", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, tt.watchList)
+			l := newLab(t, []store.Option{store.WithHistory(5)})
+			cs := l.clientset("admin")
+			factory := informers.NewSharedInformerFactory(cs, 0)
+			inf := factory.Core().V1().Pods().Informer()
+			stop := make(chan struct{})
+			defer func() { close(stop); factory.Shutdown() }()
+			factory.Start(stop)
+			sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if !cache.WaitForCacheSync(sctx.Done(), inf.HasSynced) {
+				t.Fatal("the informer never synced")
+			}
+			// the informer's watch ends (after an event: client-go takes a
+			// watch that ends at once with nothing as an error, and lists),
+			// and its next one waits while 20 pods are made: the history
+			// keeps 5 events
+			if _, err := cs.CoreV1().Pods("default").Create(ctx(t), testPod("first"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := wait.PollUntilContextCancel(sctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+				return len(inf.GetStore().List()) == 1, nil
+			}); err != nil {
+				t.Fatal("the informer did not see the first pod")
+			}
+			release := l.holdWatches()
+			l.endWatches()
+			for i := range 20 {
+				if _, err := cs.CoreV1().Pods("default").Create(ctx(t), testPod(fmt.Sprintf("p%02d", i)), metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			release()
+			err := wait.PollUntilContextCancel(sctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+				return len(inf.GetStore().List()) == 21, nil
+			})
+			if err != nil {
+				t.Fatalf("the informer holds %d pods, want 21", len(inf.GetStore().List()))
+			}
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			n := 0
+			for _, r := range l.requests {
+				if strings.Contains(r, tt.want) {
+					n++
+				}
+			}
+			if n < tt.count {
+				t.Errorf("%d requests with %q, want %d: %q", n, tt.want, tt.count, l.requests)
+			}
+		})
 	}
 }
