@@ -93,7 +93,7 @@ func TestTheGate(t *testing.T) {
 		args []string
 		says string
 	}{
-		{"viewer is forbidden", []string{"run", "db", "--image", "nginx", "--as", "viewer"}, `pods "db" is forbidden: User "viewer" cannot create resource "pods" in API group "" in the namespace "default"`},
+		{"viewer is forbidden", []string{"run", "db", "--image", "nginx", "--as", "viewer"}, `pods is forbidden: User "viewer" cannot create resource "pods" in API group "" in the namespace "default"`},
 		{"unknown token is unauthorized", []string{"--token", "nope", "run", "db", "--image", "nginx"}, "Unauthorized"},
 		{"unknown user", []string{"run", "db", "--image", "nginx", "--as", "mallory"}, "no such user"},
 		{"no image", []string{"run", "db"}, "needs --image"},

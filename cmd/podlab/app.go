@@ -78,6 +78,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			upCommand,
 			resetCommand,
 			newInitCommand(),
+			newAPIServerCommand(),
 			runCommand,
 			applyCommand,
 			createCommand,

@@ -51,7 +51,8 @@ type Interface interface {
 	UpdateStatus(ctx context.Context, obj Object) (Object, error)
 	// Patch changes part of an object: the server reads the stored object,
 	// applies data to it (pt is types.StrategicMergePatchType, as kubectl
-	// apply sends, or types.MergePatchType, RFC 7386) and stores the result
+	// apply sends, types.MergePatchType, RFC 7386, or types.JSONPatchType,
+	// RFC 6902's list of operations) and stores the result
 	// through the same admission and validation as an Update, authorized
 	// with the verb "patch". A patch without metadata.resourceVersion
 	// cannot conflict: it is applied to whatever is stored when it arrives.

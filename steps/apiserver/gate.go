@@ -51,6 +51,12 @@ type Client struct {
 	s      *Server
 	token  string
 	phases func(Phase)
+	// user is set for a client made by ClientFor: a user some authenticator
+	// in front of the gate (the REST server's) already proved; via names
+	// that authenticator, and impersonator the user who acts as user.
+	user         *authn.User
+	via          string
+	impersonator *authn.User
 	// bootstrap marks the API server's own start-up writes, which create
 	// the RBAC policy itself and so skip its escalation check.
 	bootstrap bool
@@ -78,6 +84,12 @@ func (c *Client) reportStored(tx *store.Tx, p Phase) {
 // authenticate is the first gate: who is this? An unknown token is 401
 // Unauthorized, before anything else is looked at.
 func (c *Client) authenticate() (authn.User, error) {
+	if c.user != nil {
+		if c.phases != nil {
+			c.report(c.authenticatedPhase())
+		}
+		return *c.user, nil
+	}
 	u, ok := c.s.tokens.Authenticate(c.token)
 	if !ok {
 		// kube-apiserver says only "Unauthorized"; podlab adds where tokens are
@@ -349,4 +361,17 @@ func addToPolicy(p *rbac.Policy, obj Object) {
 	case *rbacv1.ClusterRoleBinding:
 		p.ClusterRoleBindings = append(p.ClusterRoleBindings, *o)
 	}
+}
+
+// authenticatedPhase narrates the authentication of a client made by
+// ClientFor: which authenticator proved the user, and who impersonates it.
+func (c *Client) authenticatedPhase() Phase {
+	u := *c.user
+	p := Phase{Name: PhaseAuthentication, Plugin: c.via,
+		Summary: fmt.Sprintf("%s -> user %q (groups %s)", c.via, u.Name, strings.Join(u.Groups, ", "))}
+	if c.impersonator != nil {
+		p.Summary = fmt.Sprintf("%s impersonating %s (groups %s)", c.impersonator.Name, u.Name, strings.Join(u.Groups, ", "))
+		p.Details = []string{fmt.Sprintf("%s proved user %q; the Impersonate-* headers name %q, and RBAC lets %q impersonate", c.via, c.impersonator.Name, u.Name, c.impersonator.Name)}
+	}
+	return p
 }

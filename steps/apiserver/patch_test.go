@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -75,6 +76,22 @@ func TestPatch(t *testing.T) {
 					t.Errorf("annotations %v generation %d, want a=b and 1", d.Annotations, d.Generation)
 				}
 			}},
+		{"a JSON patch adds, replaces and removes by path", types.JSONPatchType, "",
+			`[{"op":"add","path":"/metadata/labels/tier","value":"web"},{"op":"remove","path":"/metadata/labels/app"},{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27"}]`,
+			func(t *testing.T, d *appsv1.Deployment, _ Object) {
+				if _, ok := d.Labels["app"]; ok || d.Labels["tier"] != "web" {
+					t.Errorf("labels %v, want only tier=web", d.Labels)
+				}
+				if c := d.Spec.Template.Spec.Containers; c[0].Image != "nginx:1.27" {
+					t.Errorf("image %q, want nginx:1.27", c[0].Image)
+				}
+			}},
+		{"a JSON patch of the scale subresource", types.JSONPatchType, "scale", `[{"op":"replace","path":"/spec/replicas","value":4}]`,
+			func(t *testing.T, d *appsv1.Deployment, out Object) {
+				if *d.Spec.Replicas != 4 {
+					t.Errorf("replicas %d, want 4", *d.Spec.Replicas)
+				}
+			}},
 		{"status only through the status subresource", types.MergePatchType, "status",
 			`{"spec":{"replicas":7},"status":{"observedGeneration":5}}`,
 			func(t *testing.T, d *appsv1.Deployment, _ Object) {
@@ -146,7 +163,10 @@ func TestPatch_BadInput(t *testing.T) {
 			`Scale.autoscaling "web" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0`},
 		{"a new name", "admin", "deployments", "web", merge, "", `{"metadata":{"name":"other"}}`, apierrors.IsBadRequest, "the name of the object (other) does not match the name on the URL (web)"},
 		{"a new uid", "admin", "deployments", "web", merge, "", `{"metadata":{"uid":"1234"}}`, apierrors.IsInvalid, `metadata.uid: Invalid value: "1234": field is immutable`},
-		{"a JSON patch", "admin", "deployments", "web", types.JSONPatchType, "", `[{"op":"add","path":"/metadata/labels/a","value":"b"}]`, apierrors.IsUnsupportedMediaType, "accepted media types include"},
+		{"server-side apply", "admin", "deployments", "web", types.ApplyYAMLPatchType, "", `{"metadata":{"labels":{"a":"b"}}}`, apierrors.IsUnsupportedMediaType, "accepted media types include"},
+		{"a JSON patch that is not a list", "admin", "deployments", "web", types.JSONPatchType, "", `{"op":"add"}`, apierrors.IsBadRequest, "cannot unmarshal object"},
+		{"a JSON patch to a missing path", "admin", "deployments", "web", types.JSONPatchType, "", `[{"op":"replace","path":"/spec/nope/x","value":1}]`, isUnprocessable, "the server rejected our request due to an error in our request"},
+		{"a JSON patch whose test fails", "admin", "deployments", "web", types.JSONPatchType, "", `[{"op":"test","path":"/metadata/name","value":"other"},{"op":"add","path":"/metadata/labels/a","value":"b"}]`, isUnprocessable, "the server rejected our request due to an error in our request"},
 		{"scale of a pod", "admin", "pods", "web", merge, "scale", `{"spec":{"replicas":2}}`, apierrors.IsMethodNotSupported, "patch scale"},
 		{"an unknown subresource", "admin", "deployments", "web", merge, "logs", `{}`, apierrors.IsBadRequest, `no subresource "logs"`},
 		{"a viewer may not patch", "viewer", "deployments", "web", merge, "", `{"metadata":{"labels":{"a":"b"}}}`, apierrors.IsForbidden, `cannot patch resource "deployments"`},
@@ -155,14 +175,40 @@ func TestPatch_BadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := revision(t, s)
 			_, err := as(t, s, tt.as).Patch(ctx(t), tt.resource, "default", tt.obj, tt.pt, []byte(tt.patch), PatchOptions{Subresource: tt.sub})
-			if err == nil || !tt.is(err) || !strings.Contains(err.Error(), tt.says) {
-				t.Errorf("got %v (%T), want an error of the right status saying %q", err, err, tt.says)
+			if err == nil || !tt.is(err) || !strings.Contains(errText(err), tt.says) {
+				t.Errorf("got %v (%T), want an error of the right status saying %q", errText(err), err, tt.says)
 			}
 			if after := revision(t, s); after != before {
 				t.Errorf("the store moved from revision %d to %d", before, after)
 			}
 		})
 	}
+}
+
+func isUnprocessable(err error) bool { return statusCode(err) == 422 }
+
+// errText is an error's message and, for a status error, its causes'
+// (where kube-apiserver puts what a 422 from a patch found).
+func errText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	text := err.Error()
+	var se apierrors.APIStatus
+	if errors.As(err, &se) && se.Status().Details != nil {
+		for _, c := range se.Status().Details.Causes {
+			text += "; " + c.Message
+		}
+	}
+	return text
+}
+
+func statusCode(err error) int32 {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		return se.Status().Code
+	}
+	return 0
 }
 
 // A patch that names no resourceVersion never conflicts, however many

@@ -110,6 +110,19 @@ func (s *Server) Client(token string, opts ...ClientOption) *Client {
 	return c
 }
 
+// ClientFor returns a client for a user an authenticator in front of the
+// gate already proved: the REST server authenticates each HTTP request
+// (a client certificate, a bearer token) and hands the gate its user. via
+// names the authenticator ("x509", "token file"), for the narration of the
+// authentication phase; it is not checked again.
+func (s *Server) ClientFor(u authn.User, via string, opts ...ClientOption) *Client {
+	c := &Client{s: s, user: &u, via: via}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
 // ClientAs returns a client for the user called name, with that user's
 // token from the token file: what `--as NAME` does in podlab. (kubectl's
 // --as is impersonation, which needs the "impersonate" verb; podlab keeps

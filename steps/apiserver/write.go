@@ -62,7 +62,10 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 	}
 	var kv store.KV
 	err = c.s.update(ctx, func(tx *store.Tx) error {
-		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "create", APIGroup: res.Group, Resource: res.Name, Namespace: obj.GetNamespace(), Name: obj.GetName()}); err != nil {
+		// A create is a POST to the collection: kube-apiserver authorizes it
+		// with no name (so RBAC's resourceNames never match a create, and a
+		// 403 reads "pods is forbidden").
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "create", APIGroup: res.Group, Resource: res.Name, Namespace: obj.GetNamespace()}); err != nil {
 			return err
 		}
 		var err error

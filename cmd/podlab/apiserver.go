@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/apiserver/discovery"
+	"github.com/podlab/podlab/steps/apiserver/printers"
+	"github.com/podlab/podlab/steps/apiserver/rest"
+	"github.com/podlab/podlab/steps/statedir"
+	"github.com/podlab/podlab/steps/store"
+)
+
+// newAPIServerCommand is `podlab apiserver`: kube-apiserver, the gate as a
+// network server.
+func newAPIServerCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "apiserver",
+		Usage:     "run kube-apiserver: the Kubernetes REST API over HTTPS, in front of the gate and the store (steps 1-2)",
+		ArgsUsage: "[--secure-port 6443] [--bind-address 127.0.0.1] [-v]",
+		Description: `Every component of a cluster, kubectl included, talks to one process:
+kube-apiserver. It is the only one that opens etcd; everything else sends it
+HTTPS requests and watches it. This command is podlab's: it opens the store
+of the state directory and serves the Kubernetes REST API with it, as a
+real cluster serves it, until Ctrl-C (SIGINT) or SIGTERM.
+
+  GET    /api/v1/namespaces/default/pods          list (labelSelector,
+                                                  fieldSelector, limit, continue)
+  GET    /api/v1/namespaces/default/pods?watch=1  watch: one JSON event a line
+  POST   /api/v1/namespaces/default/pods          create
+  GET|PUT|PATCH|DELETE .../pods/web               one object
+  POST   .../pods/web/binding                     the scheduler's write
+  PUT    .../pods/web/status                      the kubelet's write
+  GET|PUT|PATCH /apis/apps/v1/.../deployments/web/scale
+
+Each request goes through kube-apiserver's chain: authentication (a client
+certificate, or a bearer token from <state-dir>/auth/tokens.csv; no
+credentials at all make you system:anonymous, who may do almost nothing),
+impersonation (kubectl --as, for users RBAC lets impersonate),
+authorization (RBAC), admission, validation, storage. With -v, each phase
+of each request is one line on stderr, prefixed by the request:
+
+  POST /api/v1/namespaces/default/pods (admin): authorization [RBAC]: allowed by ...
+
+Every error is a Kubernetes Status (401, 403, 404, 409, 422...) with
+kube-apiserver's words, so kubectl prints "Error from server (Forbidden)"
+as against any cluster. Try it with curl:
+
+  curl --cacert <state-dir>/pki/ca.crt -H "Authorization: Bearer TOKEN" \
+    https://127.0.0.1:6443/api/v1/namespaces/default/pods
+
+The serving certificate is <state-dir>/pki/apiserver.crt (and .key), and
+client certificates are those <state-dir>/pki/ca.crt signed: ` + "`podlab init`" + `
+makes them. The flags are kube-apiserver's.`,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "secure-port", Value: 6443, Usage: "the HTTPS port (0: any free port)"},
+			&cli.StringFlag{Name: "bind-address", Value: "127.0.0.1", Usage: "the address to listen on"},
+			&cli.StringFlag{Name: "tls-cert-file", Usage: "the serving certificate (default <state-dir>/pki/apiserver.crt)"},
+			&cli.StringFlag{Name: "tls-private-key-file", Usage: "its key (default <state-dir>/pki/apiserver.key)"},
+			&cli.StringFlag{Name: "client-ca-file", Usage: "the CA of client certificates (default <state-dir>/pki/ca.crt)"},
+		},
+		Action: runAPIServer,
+	}
+}
+
+func runAPIServer(c *cli.Context) error {
+	dir, err := stateDir(c)
+	if err != nil {
+		return err
+	}
+	l, err := statedir.New(dir)
+	if err != nil {
+		return err
+	}
+	cfg := rest.ServerConfig{
+		BindAddress:       c.String("bind-address"),
+		SecurePort:        c.Int("secure-port"),
+		TLSCertFile:       flagOr(c, "tls-cert-file", l.PKICert("apiserver")),
+		TLSPrivateKeyFile: flagOr(c, "tls-private-key-file", l.PKIKey("apiserver")),
+		ClientCAFile:      flagOr(c, "client-ca-file", l.CACert()),
+	}
+	tlsConfig, err := cfg.TLSConfig()
+	if err != nil {
+		return err // before opening the store
+	}
+	nonResource, err := discovery.Handler(discovery.Options{})
+	if err != nil {
+		return err
+	}
+	s, err := apiserver.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	// kube-apiserver's union authenticator: a client certificate its CA
+	// signed (--client-ca-file), then the static token file
+	// (--token-auth-file); the first that knows the request decides.
+	opts := []rest.Option{
+		rest.WithAuthenticator("x509", authn.NewX509(tlsConfig.ClientCAs)),
+		rest.WithAuthenticator("token file", s.Tokens()),
+		rest.WithFallback(nonResource),
+		rest.WithTableConvertor(printers.TableConvertor{}),
+	}
+	if c.Bool("v") {
+		opts = append(opts, rest.LogPhases(c.App.ErrWriter))
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = rest.ListenAndServe(ctx, cfg, rest.New(s, opts...), func(addr string) {
+		fmt.Fprintf(c.App.Writer, "serving the Kubernetes API on https://%s (store %s); Ctrl-C stops\n", addr, store.Path(dir))
+	})
+	if err == nil {
+		fmt.Fprintln(c.App.Writer, "stopped")
+	}
+	return err
+}
+
+func flagOr(c *cli.Context, name, def string) string {
+	if v := c.String(name); v != "" {
+		return v
+	}
+	return def
+}

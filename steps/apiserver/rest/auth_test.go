@@ -1,0 +1,146 @@
+package rest
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+)
+
+// kubectl auth can-i: a SelfSubjectAccessReview, answered by RBAC.
+func TestSelfSubjectAccessReview(t *testing.T) {
+	l := newLab(t, nil)
+	tests := []struct {
+		name    string
+		user    string
+		attrs   authorizationv1.ResourceAttributes
+		nonRes  *authorizationv1.NonResourceAttributes
+		allowed bool
+	}{
+		{"a viewer may list pods", "viewer", authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods", Namespace: "default"}, nil, true},
+		{"a viewer may not create pods", "viewer", authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "default"}, nil, false},
+		{"a developer may create deployments in default", "developer", authorizationv1.ResourceAttributes{Verb: "create", Group: "apps", Resource: "deployments", Namespace: "default"}, nil, true},
+		{"but not in kube-system", "developer", authorizationv1.ResourceAttributes{Verb: "create", Group: "apps", Resource: "deployments", Namespace: "kube-system"}, nil, false},
+		{"admin may do anything to anything", "admin", authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"}, nil, true},
+		{"a developer may not list pods in every namespace", "developer", authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods"}, nil, false},
+		{"a viewer may", "viewer", authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods"}, nil, true},
+		{"a developer may not impersonate", "developer", authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users", Name: "admin"}, nil, false},
+		{"everyone may read /version", "viewer", authorizationv1.ResourceAttributes{}, &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/version"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sar := &authorizationv1.SelfSubjectAccessReview{}
+			if tt.nonRes != nil {
+				sar.Spec.NonResourceAttributes = tt.nonRes
+			} else {
+				sar.Spec.ResourceAttributes = &tt.attrs
+			}
+			got, err := l.clientset(tt.user).AuthorizationV1().SelfSubjectAccessReviews().Create(ctx(t), sar, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("Create: %v", err)
+			}
+			if got.Status.Allowed != tt.allowed {
+				t.Errorf("allowed %v (%s), want %v", got.Status.Allowed, got.Status.Reason, tt.allowed)
+			}
+		})
+	}
+	// anonymous may not even ask
+	code, body, _ := l.do("", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "application/json",
+		[]byte(`{"spec":{"resourceAttributes":{"verb":"get","resource":"pods"}}}`))
+	if st := status(t, body); code != 403 || !strings.Contains(st.Message, `User "system:anonymous" cannot create resource "selfsubjectaccessreviews"`) {
+		t.Errorf("anonymous SSAR: %d %s", code, body)
+	}
+}
+
+// kubectl auth can-i --list: a SelfSubjectRulesReview.
+func TestSelfSubjectRulesReview(t *testing.T) {
+	l := newLab(t, nil)
+	got, err := l.clientset("viewer").AuthorizationV1().SelfSubjectRulesReviews().Create(ctx(t),
+		&authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: "default"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	podsReadable := slices.ContainsFunc(got.Status.ResourceRules, func(r authorizationv1.ResourceRule) bool {
+		return slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "list")
+	})
+	podsWritable := slices.ContainsFunc(got.Status.ResourceRules, func(r authorizationv1.ResourceRule) bool {
+		return (slices.Contains(r.Resources, "pods") || slices.Contains(r.Resources, "*")) && (slices.Contains(r.Verbs, "create") || slices.Contains(r.Verbs, "*"))
+	})
+	versionReadable := slices.ContainsFunc(got.Status.NonResourceRules, func(r authorizationv1.NonResourceRule) bool {
+		return slices.Contains(r.NonResourceURLs, "/version")
+	})
+	if !podsReadable || podsWritable || !versionReadable {
+		t.Errorf("viewer's rules: pods readable %v, writable %v, /version %v; want true, false, true:\n%+v", podsReadable, podsWritable, versionReadable, got.Status)
+	}
+}
+
+// kubectl --as: impersonation, for a user granted the verb impersonate.
+func TestImpersonation(t *testing.T) {
+	var log bytes.Buffer
+	l := newLab(t, nil, LogPhases(&log))
+	as := func(user string, imp restclient.ImpersonationConfig) *kubernetes.Clientset {
+		cfg := l.config(user)
+		cfg.Impersonate = imp
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	tests := []struct {
+		name      string
+		user      string
+		imp       restclient.ImpersonationConfig
+		namespace string
+		err       string // "" when allowed
+	}{
+		{"admin as developer, where developer may", "admin", restclient.ImpersonationConfig{UserName: "developer"}, "default", ""},
+		{"admin as developer, where developer may not", "admin", restclient.ImpersonationConfig{UserName: "developer"}, "kube-system",
+			`User "developer" cannot create resource "pods" in API group "" in the namespace "kube-system"`},
+		{"admin as a member of system:masters", "admin", restclient.ImpersonationConfig{UserName: "someone", Groups: []string{"system:masters"}}, "kube-system", ""},
+		{"viewer may not impersonate", "viewer", restclient.ImpersonationConfig{UserName: "admin"}, "default",
+			`users "admin" is forbidden: User "viewer" cannot impersonate resource "users" in API group "" at the cluster scope`},
+		{"developer may not impersonate a group", "developer", restclient.ImpersonationConfig{UserName: "developer", Groups: []string{"system:masters"}}, "default",
+			`users "developer" is forbidden: User "developer" cannot impersonate resource "users" in API group "" at the cluster scope`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testPod("p" + string(rune('a'+i)))
+			p.Namespace = tt.namespace
+			_, err := as(tt.user, tt.imp).CoreV1().Pods(tt.namespace).Create(ctx(t), p, metav1.CreateOptions{})
+			switch {
+			case tt.err == "" && err != nil:
+				t.Errorf("Create: %v", err)
+			case tt.err != "" && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tt.err)):
+				t.Errorf("Create: %v, want 403 saying %q", err, tt.err)
+			}
+		})
+	}
+	if !strings.Contains(log.String(), "POST /api/v1/namespaces/default/pods (admin as developer): authentication [token file]: admin impersonating developer (groups system:authenticated)") {
+		t.Errorf("the narration does not say who impersonates whom:\n%s", log.String())
+	}
+}
+
+// -v: each phase of each request, one line, prefixed by the request.
+func TestLogPhases(t *testing.T) {
+	var log bytes.Buffer
+	l := newLab(t, nil, LogPhases(&log))
+	if code, body, _ := l.do("admin", "POST", "/api/v1/namespaces/default/pods", "application/json", []byte(podJSON)); code != 201 {
+		t.Fatalf("%d %s", code, body)
+	}
+	for _, want := range []string{
+		"POST /api/v1/namespaces/default/pods (admin): authentication [token file]: token file -> user \"admin\"",
+		"POST /api/v1/namespaces/default/pods (admin): authorization [RBAC]: allowed by ClusterRoleBinding",
+		"POST /api/v1/namespaces/default/pods (admin): storage",
+	} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("no line with %q in:\n%s", want, log.String())
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// The errors the handler answers itself, in kube-apiserver's words.
+var (
+	// errUnauthorized: credentials that prove nothing.
+	errUnauthorized = apierrors.NewUnauthorized("Unauthorized")
+	// errNotFound: a path that names nothing served.
+	errNotFound = apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false)
+)
+
+// writeError answers err as a metav1.Status: a status error with its own
+// code and reason, anything else 500 InternalError.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var se apierrors.APIStatus
+	var st metav1.Status
+	if errors.As(err, &se) {
+		st = se.Status()
+	} else {
+		st = apierrors.NewInternalError(err).ErrStatus
+	}
+	if st.Code == 0 {
+		st.Code = http.StatusInternalServerError
+	}
+	st.Status = metav1.StatusFailure
+	writeStatus(w, int(st.Code), st)
+}
+
+// writeStatus writes a Status with the HTTP code code.
+func writeStatus(w http.ResponseWriter, code int, st metav1.Status) {
+	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	writeJSON(w, code, &st)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		data, _ = json.Marshal(apierrors.NewInternalError(fmt.Errorf("encoding the response: %w", err)).ErrStatus)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(data, '\n'))
+}
+
+// The media types of request bodies podlab reads.
+const (
+	mediaJSON     = "application/json"
+	mediaYAML     = "application/yaml"
+	mediaProtobuf = "application/vnd.kubernetes.protobuf"
+)
+
+// readBody reads a request body of at most MaxBodyBytes, as JSON: a YAML
+// body (Content-Type application/yaml) is converted. A protobuf body
+// (what client-go's typed clients send for Kubernetes' own types) is
+// returned as it is, with proto true.
+func readBody(r *http.Request) (data []byte, proto bool, err error) {
+	data, err = io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("reading the request body: %v", err))
+	}
+	if len(data) > MaxBodyBytes {
+		return nil, false, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes))
+	}
+	mt := mediaType(r.Header.Get("Content-Type"))
+	switch mt {
+	case "", mediaJSON, "*/*":
+	case mediaYAML:
+		if data, err = yaml.YAMLToJSON(data); err != nil {
+			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("the body is not YAML: %v", err))
+		}
+	case mediaProtobuf:
+		return data, true, nil
+	default:
+		return nil, false, unsupportedMediaType(mt, mediaJSON, mediaYAML, mediaProtobuf)
+	}
+	return data, false, nil
+}
+
+// readJSONBody reads a body that is JSON whatever its Content-Type says:
+// a patch.
+func readJSONBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("reading the request body: %v", err))
+	}
+	if len(data) > MaxBodyBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes))
+	}
+	return data, nil
+}
+
+func unsupportedMediaType(mt string, accepted ...string) error {
+	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
+		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s", strings.Join(accepted, ", ")), 0, false)
+}
+
+func mediaType(header string) string {
+	if header == "" {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(header)
+	if err != nil {
+		return header
+	}
+	return mt
+}
+
+// accept is what a response may be, from the request's Accept header.
+type accept struct {
+	table         bool   // a meta.k8s.io/v1 Table
+	includeObject string // the Table's includeObject parameter
+}
+
+// negotiate reads the Accept header: a Table when the client asks for one
+// first and a TableConvertor is set, otherwise JSON when the client takes
+// it; 406 Not Acceptable, in kube's words, when it takes nothing podlab
+// serves (protobuf, CBOR only).
+func negotiate(r *http.Request, tables bool) (accept, error) {
+	header := r.Header.Get("Accept")
+	if header == "" {
+		return accept{}, nil
+	}
+	for _, part := range strings.Split(header, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case "application/json", "application/*", "*/*":
+		default:
+			continue
+		}
+		if params["as"] == "" {
+			return accept{}, nil
+		}
+		if params["as"] == "Table" && params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") && tables {
+			inc := params["includeObject"]
+			if inc == "" {
+				inc = "Metadata"
+			}
+			return accept{table: true, includeObject: inc}, nil
+		}
+	}
+	return accept{}, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schema.GroupResource{}, "",
+		"only the following media types are accepted: application/json", 0, false)
+}
+
+// summarize is the start of a body, for an error about it, as kube's
+// summarizeData shows it.
+func summarize(data []byte, max int) string {
+	data = bytes.TrimSpace(data)
+	if len(data) > max {
+		return string(data[:max]) + " ..."
+	}
+	return string(data)
+}

@@ -1,0 +1,126 @@
+package rest
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const podJSON = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"web","image":"nginx"}]}}`
+
+// Every error is a metav1.Status with kube-apiserver's code, reason and
+// message, and the request changes nothing.
+func TestErrors_Status(t *testing.T) {
+	l := newLab(t, nil)
+	if code, body, _ := l.do("admin", "POST", "/api/v1/namespaces/default/pods", "application/json", []byte(podJSON)); code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	big := append([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"big","annotations":{"a":"`), bytes.Repeat([]byte("x"), 4<<20)...)
+	big = append(big, `"}}}`...)
+	tests := []struct {
+		name        string
+		user        string
+		method      string
+		path        string
+		contentType string
+		body        string
+		header      []string
+		code        int32
+		reason      metav1.StatusReason
+		message     string
+	}{
+		{"a token that proves nothing", "", "GET", "/api/v1/namespaces/default/pods", "", "", []string{"Authorization", "Bearer nope"},
+			401, metav1.StatusReasonUnauthorized, "Unauthorized"},
+		{"no credentials: system:anonymous, whom RBAC allows nothing", "", "GET", "/api/v1/namespaces/default/pods", "", "", nil,
+			403, metav1.StatusReasonForbidden, `pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" in the namespace "default"`},
+		{"anonymous on a non-resource path", "", "GET", "/api", "", "", nil,
+			403, metav1.StatusReasonForbidden, `forbidden: User "system:anonymous" cannot get path "/api"`},
+		// (kube-apiserver names no object on a create: "pods is forbidden"; the gate names it)
+		{"a viewer may not create", "viewer", "POST", "/api/v1/namespaces/default/pods", "application/json", podJSON, nil,
+			403, metav1.StatusReasonForbidden, `pods is forbidden: User "viewer" cannot create resource "pods" in API group "" in the namespace "default"`},
+		{"a missing object", "admin", "GET", "/api/v1/namespaces/default/pods/nope", "", "", nil,
+			404, metav1.StatusReasonNotFound, `pods "nope" not found`},
+		{"a missing deployment", "admin", "GET", "/apis/apps/v1/namespaces/default/deployments/nope", "", "", nil,
+			404, metav1.StatusReasonNotFound, `deployments.apps "nope" not found`},
+		{"an unknown resource", "admin", "GET", "/api/v1/namespaces/default/widgets", "", "", nil,
+			404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
+		{"a resource in the wrong group", "admin", "GET", "/apis/apps/v1/namespaces/default/pods", "", "", nil,
+			404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
+		{"a subresource pods do not have", "admin", "GET", "/api/v1/namespaces/default/pods/web/scale", "", "", nil,
+			404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
+		{"an existing name", "admin", "POST", "/api/v1/namespaces/default/pods", "application/json", podJSON, nil,
+			409, metav1.StatusReasonAlreadyExists, `pods "web" already exists`},
+		{"a stale resourceVersion", "admin", "PUT", "/api/v1/namespaces/default/pods/web", "application/json",
+			`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","resourceVersion":"1"},"spec":{"containers":[{"name":"web","image":"nginx"}]}}`, nil,
+			409, metav1.StatusReasonConflict, `Operation cannot be fulfilled on pods "web": the object has been modified; please apply your changes to the latest version and try again`},
+		{"an invalid pod", "admin", "POST", "/api/v1/namespaces/default/pods", "application/json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"empty"},"spec":{}}`, nil,
+			422, metav1.StatusReasonInvalid, `Pod "empty" is invalid: spec.containers: Required value`},
+		{"a body that is not JSON", "admin", "POST", "/api/v1/namespaces/default/pods", "application/json", `{"apiVersion":"v1",`, nil,
+			400, metav1.StatusReasonBadRequest, `the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: unexpected end of JSON input ({"apiVersion":"v1",)`},
+		{"another kind", "admin", "POST", "/api/v1/namespaces/default/pods", "application/json", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"}}`, nil,
+			400, metav1.StatusReasonBadRequest, `Deployment in version "v1" cannot be handled as a Pod`},
+		{"a value of the wrong type", "admin", "POST", "/api/v1/namespaces/default/pods", "application/json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":7}}`, nil,
+			400, metav1.StatusReasonBadRequest, `Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal number into Go struct field`},
+		{"an unknown field, fieldValidation=Strict", "admin", "POST", "/api/v1/namespaces/default/pods?fieldValidation=Strict", "application/json",
+			`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containerz":[]}}`, nil,
+			400, metav1.StatusReasonBadRequest, `Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.containerz"`},
+		{"another namespace in the body", "admin", "POST", "/api/v1/namespaces/default/pods", "application/json",
+			`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","namespace":"kube-system"},"spec":{"containers":[{"name":"web","image":"nginx"}]}}`, nil,
+			400, metav1.StatusReasonBadRequest, "the namespace of the provided object does not match the namespace sent on the request"},
+		{"another name in the body", "admin", "PUT", "/api/v1/namespaces/default/pods/web", "application/json", strings.Replace(podJSON, `"web"}`, `"other"}`, 1), nil,
+			400, metav1.StatusReasonBadRequest, "the name of the object (other) does not match the name on the URL (web)"},
+		{"a body over 3 MiB", "admin", "POST", "/api/v1/namespaces/default/pods", "application/json", string(big), nil,
+			413, metav1.StatusReasonRequestEntityTooLarge, "Request entity too large: limit is 3145728"},
+		{"a body in a format podlab does not read", "admin", "POST", "/api/v1/namespaces/default/pods", "application/cbor", podJSON, nil,
+			415, metav1.StatusReasonUnsupportedMediaType, "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
+		{"a patch type podlab does not apply", "admin", "PATCH", "/api/v1/namespaces/default/pods/web", "application/apply-patch+yaml", `{}`, nil,
+			415, metav1.StatusReasonUnsupportedMediaType, "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"},
+		{"a response format podlab does not write", "admin", "GET", "/api/v1/namespaces/default/pods/web", "", "", []string{"Accept", "application/vnd.kubernetes.protobuf"},
+			406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json"},
+		{"PUT on a collection", "admin", "PUT", "/api/v1/namespaces/default/pods", "application/json", podJSON, nil,
+			405, metav1.StatusReasonMethodNotAllowed, `put is not supported on resources of kind "pods"`},
+		{"pods/log, not served yet", "admin", "GET", "/api/v1/namespaces/default/pods/web/log", "", "", nil,
+			501, "", "pods/log is not served by podlab's API server yet"},
+		{"a bad label selector", "admin", "GET", "/api/v1/namespaces/default/pods?labelSelector=a%3D%3D%3Db", "", "", nil,
+			400, metav1.StatusReasonBadRequest, `unable to parse the label selector "a===b"`},
+		{"a bad continue token", "admin", "GET", "/api/v1/namespaces/default/pods?limit=1&continue=garbage", "", "", nil,
+			400, metav1.StatusReasonBadRequest, "continue key is not valid"},
+		{"a bad limit", "admin", "GET", "/api/v1/namespaces/default/pods?limit=many", "", "", nil,
+			400, metav1.StatusReasonBadRequest, `limit "many" is not a number of items`},
+		{"a bad timeoutSeconds", "admin", "GET", "/api/v1/namespaces/default/pods?watch=1&timeoutSeconds=soon", "", "", nil,
+			400, metav1.StatusReasonBadRequest, `timeoutSeconds "soon" is not a number of seconds`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body, hdr := l.do(tt.user, tt.method, tt.path, tt.contentType, []byte(tt.body), tt.header...)
+			st := status(t, body)
+			if code != int(tt.code) || st.Code != tt.code || st.Reason != tt.reason || st.Kind != "Status" || st.APIVersion != "v1" || st.Status != metav1.StatusFailure {
+				t.Errorf("HTTP %d, Status %+v; want %d %q", code, st, tt.code, tt.reason)
+			}
+			if !strings.Contains(st.Message, tt.message) {
+				t.Errorf("message %q, want %q", st.Message, tt.message)
+			}
+			if ct := hdr.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+		})
+	}
+	// nothing those requests sent was stored
+	code, body, _ := l.do("admin", "GET", "/api/v1/namespaces/default/pods", "", nil)
+	if code != 200 || strings.Count(string(body), `"name":"web","namespace"`) != 1 || strings.Contains(string(body), `"big"`) || strings.Contains(string(body), `"empty"`) {
+		t.Errorf("after the bad requests: %d %s", code, body)
+	}
+}
+
+// An unknown field with no fieldValidation (kube's default, Warn) is
+// dropped and reported in a Warning header.
+func TestErrors_UnknownFieldWarns(t *testing.T) {
+	l := newLab(t, nil)
+	code, body, hdr := l.do("admin", "POST", "/api/v1/namespaces/default/pods", "application/json",
+		[]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containerz":[],"containers":[{"name":"web","image":"nginx"}]}}`))
+	if code != 201 || hdr.Get("Warning") != `299 - "unknown field \"spec.containerz\""` {
+		t.Errorf("%d, Warning %q: %s", code, hdr.Get("Warning"), body)
+	}
+}
