@@ -568,14 +568,36 @@ func (u *upRun) deployment(ctx context.Context) (*corev1.Pod, error) {
 		fmt.Sprintf("POST replicasets: %s stored at revision %s", keyOf("replicasets", rs), rs.ResourceVersion),
 		fmt.Sprintf("POST pods: %s stored at revision %s, phase Pending, no node", keyOf("pods", pod), pod.ResourceVersion),
 	}
-	if obj, err := u.admin.Get(ctx, "deployments", ns, name); err == nil {
-		cur := obj.(*appsv1.Deployment)
+	if cur, err := u.revisedDeployment(ctx, ns, name); err == nil {
 		did = append(did, fmt.Sprintf("PUT deployments: %s now at revision %s, annotation deployment.kubernetes.io/revision=%s",
 			keyOf("deployments", cur), cur.ResourceVersion, cur.Annotations["deployment.kubernetes.io/revision"]))
 	}
 	did = append(did, "each write passed the same gate as the user's: authentication, RBAC (ClusterRole system:kube-controller-manager), admission, validation")
 	u.step(5, "kube-controller-manager → kube-apiserver", pod, did...)
 	return pod, nil
+}
+
+// revisedDeployment reads the Deployment once the deployment controller
+// has written its revision annotation: the controller creates the
+// ReplicaSet first and updates the Deployment after, so the pod can be seen
+// before that write lands. It gives up after 5 s with what it read last.
+func (u *upRun) revisedDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		obj, err := u.admin.Get(ctx, "deployments", ns, name)
+		if err != nil {
+			return nil, err
+		}
+		d := obj.(*appsv1.Deployment)
+		if d.Annotations["deployment.kubernetes.io/revision"] != "" || time.Now().After(deadline) {
+			return d, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // controllerLog is what the controller-manager logged about the Deployment
