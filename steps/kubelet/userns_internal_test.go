@@ -3,6 +3,7 @@ package kubelet
 import (
 	"errors"
 	"fmt"
+	"github.com/podlab/podlab/internal/testenv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -338,17 +339,8 @@ func TestLayout_ReleaseUserNamespace(t *testing.T) {
 // Without cat on PATH, a pod with hostUsers: false gets a clear error that
 // says what to do, before a range is taken.
 func TestKubelet_PinSandbox_NoNamespaceHolder(t *testing.T) {
-	runcBin, err := filepath.Abs("../../bin/runc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(runcBin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no runc: %v", err)
-		}
-		t.Skip("no bin/runc")
-	}
-	state := t.TempDir()
+	runcBin := testenv.Runc(t)
+	state := testenv.StateDir(t)
 	for d := state; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		if err := os.Chmod(d, 0o711); err != nil { // as userns_test.go's openStateDir
 			t.Fatal(err)
@@ -359,7 +351,7 @@ func TestKubelet_PinSandbox_NoNamespaceHolder(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	no := false
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u1"}, Spec: corev1.PodSpec{HostUsers: &no}}
-	_, err = k.pinSandbox(pod)
+	_, err := k.pinSandbox(pod)
 	if !errors.Is(err, ErrUserNamespacesUnsupported) || !strings.Contains(err.Error(), "cat") || !strings.Contains(err.Error(), "install coreutils") {
 		t.Fatalf("error %v, want ErrUserNamespacesUnsupported naming cat and saying what to do", err)
 	}
