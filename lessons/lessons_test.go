@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,6 +89,9 @@ func TestLessons(t *testing.T) {
 			"PODLAB_STATE_DIR="+state,
 			"REGISTRY="+registry,
 			"PODLAB_REGISTRY_MIRROR=http://"+registry,
+			// the kubeconfigs' port and podlab apiserver's: a free one,
+			// so that lessons on one machine never share 6443
+			"PODLAB_APISERVER_PORT="+strconv.Itoa(freePort(t)),
 		),
 		Timeout: blockTimeout,
 		Grace:   5 * time.Second,
@@ -303,7 +308,7 @@ func checkedAfter(l *lesson.Lesson) string {
 // plus set.
 func lessonEnv(env []string, set ...string) []string {
 	drop := []string{"PODLAB_AS", "PODLAB_TOKEN", "PODLAB_DEBUG", "PODLAB_RUNTIME", "PODLAB_STATE_DIR",
-		"PODLAB_REGISTRY_MIRROR", "REGISTRY"}
+		"PODLAB_REGISTRY_MIRROR", "REGISTRY", "PODLAB_APISERVER_PORT", "KUBECONFIG"}
 	var out []string
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -332,7 +337,22 @@ func buildPodlab(t *testing.T, dir, runcBin string) string {
 	if err := os.Symlink(runcBin, filepath.Join(dir, "runc")); err != nil {
 		t.Fatal(err)
 	}
+	// kubectl v1.37 as make deps builds it, ahead of any other on PATH
+	if err := os.Symlink(testenv.Kubectl(t), filepath.Join(dir, "kubectl")); err != nil {
+		t.Fatal(err)
+	}
 	return out
+}
+
+// freePort is a TCP port on 127.0.0.1 that nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // needsNginx reports whether a lesson runs anything with nginx.

@@ -13,6 +13,7 @@ import (
 	"github.com/podlab/podlab/steps/apiserver/discovery"
 	"github.com/podlab/podlab/steps/apiserver/printers"
 	"github.com/podlab/podlab/steps/apiserver/rest"
+	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/store"
 )
@@ -59,7 +60,7 @@ The serving certificate is <state-dir>/pki/apiserver.crt (and .key), and
 client certificates are those <state-dir>/pki/ca.crt signed: ` + "`podlab init`" + `
 makes them. The flags are kube-apiserver's.`,
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "secure-port", Value: 6443, Usage: "the HTTPS port (0: any free port)"},
+			&cli.IntFlag{Name: "secure-port", Value: pki.DefaultPort, EnvVars: []string{"PODLAB_APISERVER_PORT"}, Usage: "the HTTPS port, the one podlab init wrote into the kubeconfigs (0: any free port)"},
 			&cli.StringFlag{Name: "bind-address", Value: "127.0.0.1", Usage: "the address to listen on"},
 			&cli.StringFlag{Name: "tls-cert-file", Usage: "the serving certificate (default <state-dir>/pki/apiserver.crt)"},
 			&cli.StringFlag{Name: "tls-private-key-file", Usage: "its key (default <state-dir>/pki/apiserver.key)"},

@@ -79,7 +79,7 @@ only when it is missing, damaged, within 30 days of its end, or lacks a SAN
 now wanted, and says so. Any command can then act as any user: --as
 developer, or --token TOKEN.`,
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "apiserver-port", Value: pki.DefaultPort, Usage: "the API server's port the kubeconfigs name (a new init keeps theirs unless this is set)"},
+			&cli.IntFlag{Name: "apiserver-port", Value: pki.DefaultPort, EnvVars: []string{"PODLAB_APISERVER_PORT"}, Usage: "the API server's port the kubeconfigs name (a new init keeps theirs unless this is set)"},
 		},
 		Action: func(c *cli.Context) error {
 			dir, err := stateDir(c)
