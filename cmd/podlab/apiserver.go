@@ -94,6 +94,11 @@ func runAPIServer(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	release, err := rest.ClaimStore(l.APIServerLock())
+	if err != nil {
+		return err // one API server per store
+	}
+	defer release()
 	s, err := apiserver.Open(dir)
 	if err != nil {
 		return err

@@ -111,6 +111,11 @@ func TestKubectl_AgainstPodlabAPIServer(t *testing.T) {
 		})
 	}
 
+	// two API servers cannot serve one store
+	if _, _, err := podlab(t, state, "apiserver", "--secure-port", strconv.Itoa(freePort(t))); err == nil || !strings.Contains(err.Error(), "another podlab apiserver serves this store") {
+		t.Errorf("a second podlab apiserver on the same store: %v, want refused", err)
+	}
+
 	// a certificate from another CA is a 401, not a TLS error
 	other := t.TempDir()
 	mustPodlab(t, other, "init", "--apiserver-port", strconv.Itoa(port))

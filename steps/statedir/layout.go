@@ -74,6 +74,10 @@ func (l Layout) CgroupRoot() string {
 	return cgroupPrefix + hex.EncodeToString(sum[:4])
 }
 
+// APIServerLock is the file a running `podlab apiserver` holds locked
+// (flock) and writes its pid into: one API server per store.
+func (l Layout) APIServerLock() string { return filepath.Join(l.Dir, etcdDir, "apiserver.lock") }
+
 // StoreFile is the API server's bbolt file.
 func (l Layout) StoreFile() string { return filepath.Join(l.Dir, etcdDir, storeFile) }
 
