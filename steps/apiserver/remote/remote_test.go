@@ -240,7 +240,10 @@ func TestClient_SameAsInProcess(t *testing.T) {
 				return c.Create(ctx, d)
 			}},
 		{name: "create existing is AlreadyExists",
-			setup: func(c apiserver.Interface, ctx context.Context) error { _, err := c.Create(ctx, testPod("web")); return err },
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Create(ctx, testPod("web"))
+				return err
+			},
 			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
 				return c.Create(ctx, testPod("web"))
 			},
@@ -258,7 +261,10 @@ func TestClient_SameAsInProcess(t *testing.T) {
 			},
 			want: apierrors.IsForbidden},
 		{name: "get pod",
-			setup: func(c apiserver.Interface, ctx context.Context) error { _, err := c.Create(ctx, testPod("web")); return err },
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Create(ctx, testPod("web"))
+				return err
+			},
 			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
 				return c.Get(ctx, "pods", "", "web")
 			}},
@@ -277,7 +283,10 @@ func TestClient_SameAsInProcess(t *testing.T) {
 			},
 			want: func(err error) bool { return strings.Contains(err.Error(), "widgets") }},
 		{name: "update",
-			setup: func(c apiserver.Interface, ctx context.Context) error { _, err := c.Create(ctx, testPod("web")); return err },
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Create(ctx, testPod("web"))
+				return err
+			},
 			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
 				p, err := c.Get(ctx, "pods", "default", "web")
 				if err != nil {
@@ -287,10 +296,16 @@ func TestClient_SameAsInProcess(t *testing.T) {
 				return c.Update(ctx, p)
 			}},
 		{name: "update with a stale resourceVersion is Conflict",
-			setup: func(c apiserver.Interface, ctx context.Context) error { _, err := c.Create(ctx, testPod("web")); return err },
-			op:    stale, want: apierrors.IsConflict},
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Create(ctx, testPod("web"))
+				return err
+			},
+			op: stale, want: apierrors.IsConflict},
 		{name: "update status",
-			setup: func(c apiserver.Interface, ctx context.Context) error { _, err := c.Create(ctx, testPod("web")); return err },
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Create(ctx, testPod("web"))
+				return err
+			},
 			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
 				o, err := c.Get(ctx, "pods", "default", "web")
 				if err != nil {
@@ -302,13 +317,19 @@ func TestClient_SameAsInProcess(t *testing.T) {
 				return c.UpdateStatus(ctx, p)
 			}},
 		{name: "strategic merge patch",
-			setup: func(c apiserver.Interface, ctx context.Context) error { _, err := c.Create(ctx, testPod("web")); return err },
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Create(ctx, testPod("web"))
+				return err
+			},
 			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
 				return c.Patch(ctx, "pods", "default", "web", types.StrategicMergePatchType,
 					[]byte(`{"metadata":{"labels":{"tier":"front"}}}`), apiserver.PatchOptions{})
 			}},
 		{name: "json patch of a missing path is Invalid",
-			setup: func(c apiserver.Interface, ctx context.Context) error { _, err := c.Create(ctx, testPod("web")); return err },
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Create(ctx, testPod("web"))
+				return err
+			},
 			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
 				return c.Patch(ctx, "pods", "default", "web", types.JSONPatchType,
 					[]byte(`[{"op":"replace","path":"/spec/nothing/0","value":1}]`), apiserver.PatchOptions{})
@@ -361,7 +382,10 @@ func TestClient_SameAsInProcess(t *testing.T) {
 			},
 			want: apierrors.IsConflict},
 		{name: "delete an unbound pod: gone",
-			setup: func(c apiserver.Interface, ctx context.Context) error { _, err := c.Create(ctx, testPod("web")); return err },
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Create(ctx, testPod("web"))
+				return err
+			},
 			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
 				return c.Delete(ctx, "pods", "default", "web", apiserver.DeleteOptions{})
 			}},
