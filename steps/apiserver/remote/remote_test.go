@@ -555,7 +555,9 @@ func next(t *testing.T, w apiserver.Watcher) apiserver.WatchEvent {
 // A watch from a list's resourceVersion sees ADDED, MODIFIED and DELETED
 // in order, typed pods at the revisions of the writes.
 func TestClient_Watch_InOrder(t *testing.T) {
-	ctx := testCtx(t)
+	// cancelled before the lab closes: a live watch would resume and hold the server open
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
 	l := newLab(t)
 	c := l.remote("admin")
 	list, err := c.List(ctx, "pods", "default", apiserver.ListOptions{})
@@ -589,7 +591,9 @@ func TestClient_Watch_InOrder(t *testing.T) {
 // A watch without a resourceVersion starts from now, as the in-process
 // one: no ADDED event for what exists already.
 func TestClient_Watch_FromNow(t *testing.T) {
-	ctx := testCtx(t)
+	// cancelled before the lab closes: a live watch would resume and hold the server open
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
 	for _, tc := range []struct {
 		name string
 		c    func(l *lab) apiserver.Interface
@@ -598,6 +602,8 @@ func TestClient_Watch_FromNow(t *testing.T) {
 		{"remote", func(l *lab) apiserver.Interface { return l.remote("admin") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
 			c := tc.c(newLab(t))
 			must(t, ignore(c.Create(ctx, testPod("old"))))
 			w, err := c.Watch(ctx, "pods", "", apiserver.ListOptions{})
@@ -613,7 +619,9 @@ func TestClient_Watch_FromNow(t *testing.T) {
 // A watch from a revision the store has compacted ends with 410 Expired,
 // from Watch or from the watcher's Err, in-process and over the wire.
 func TestClient_Watch_CompactedIsExpired(t *testing.T) {
-	ctx := testCtx(t)
+	// cancelled before the lab closes: a live watch would resume and hold the server open
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
 	for _, tc := range []struct {
 		name string
 		c    func(l *lab) apiserver.Interface
@@ -622,6 +630,8 @@ func TestClient_Watch_CompactedIsExpired(t *testing.T) {
 		{"remote", func(l *lab) apiserver.Interface { return l.remote("admin") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
 			c := tc.c(newLab(t, store.WithHistory(5)))
 			for i := range 10 {
 				must(t, ignore(c.Create(ctx, testPod(fmt.Sprintf("p%d", i)))))
@@ -663,7 +673,9 @@ func TestClient_Watch_EndsOnCancel(t *testing.T) {
 // When the server ends the stream (its timeout, a restart), the watch
 // resumes from the last resourceVersion: the caller misses nothing.
 func TestClient_Watch_ResumesWhenTheServerEndsTheStream(t *testing.T) {
-	ctx := testCtx(t)
+	// cancelled before the lab closes: a live watch would resume and hold the server open
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
 	l := newLab(t)
 	c := l.remote("admin")
 	w, err := c.Watch(ctx, "pods", "", apiserver.ListOptions{})
@@ -681,7 +693,9 @@ func TestClient_Watch_ResumesWhenTheServerEndsTheStream(t *testing.T) {
 
 // Watch as a user RBAC does not let watch is Forbidden, from Watch itself.
 func TestClient_Watch_Forbidden(t *testing.T) {
-	ctx := testCtx(t)
+	// cancelled before the lab closes: a live watch would resume and hold the server open
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
 	l := newLab(t)
 	_, lerr := l.inProcess("viewer").Watch(ctx, "clusterroles", "", apiserver.ListOptions{})
 	_, werr := l.remote("viewer").Watch(ctx, "clusterroles", "", apiserver.ListOptions{})
