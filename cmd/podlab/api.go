@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/remote"
 	"github.com/podlab/podlab/steps/store"
 )
 
@@ -50,6 +51,33 @@ type apiSession struct {
 }
 
 func (s *apiSession) Close() error { return s.server.Close() }
+
+// kubeconfigFlag is a component's --kubeconfig: talk to a running `podlab
+// apiserver` over HTTPS, as its own identity, instead of opening the store.
+func kubeconfigFlag(identity string) cli.Flag {
+	return &cli.StringFlag{
+		Name:  "kubeconfig",
+		Usage: "reach `podlab apiserver` over HTTPS with this kubeconfig (podlab init wrote <state-dir>/kubeconfigs/" + identity + ".kubeconfig); without it, the component opens the store in-process",
+	}
+}
+
+// componentClient is a component's way to the API server: over the network
+// with --kubeconfig (the client certificate in it says who the component
+// is), else in-process as defaultUser. done ends it.
+func componentClient(c *cli.Context, defaultUser string) (client apiserver.Interface, done func() error, err error) {
+	if kc := c.String("kubeconfig"); kc != "" {
+		rc, err := remote.FromKubeconfig(kc)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rc, func() error { return nil }, nil
+	}
+	s, err := openAPIAs(c, false, defaultUser)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.client, s.Close, nil
+}
 
 // openAPI opens the API server of the state dir and a client for the user
 // the global flags name. Writes print each phase of the gate as it

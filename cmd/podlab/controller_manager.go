@@ -64,15 +64,16 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "once", Usage: "sync everything until nothing changes, then exit"},
 		&cli.IntFlag{Name: "verbosity", Value: 4, Usage: "klog verbosity, kube-controller-manager's --v (2: actions only, 4: every event and sync)"},
+		kubeconfigFlag("kube-controller-manager"),
 	},
 	Action: func(c *cli.Context) error {
-		s, err := openAPIAs(c, false, controllers.User)
+		client, closeClient, err := componentClient(c, controllers.User)
 		if err != nil {
 			return err
 		}
-		defer s.Close()
+		defer closeClient()
 		w := c.App.Writer
-		m := controllers.New(s.client, klog.New(w, klog.WithVerbosity(c.Int("verbosity"))))
+		m := controllers.New(client, klog.New(w, klog.WithVerbosity(c.Int("verbosity"))))
 		if c.Bool("once") {
 			rep, err := m.Once(c.Context)
 			printControllerReport(w, rep)

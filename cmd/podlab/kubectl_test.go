@@ -27,17 +27,7 @@ func TestKubectl_AgainstPodlabAPIServer(t *testing.T) {
 	port := freePort(t)
 	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
 
-	srv := exec.Command(os.Args[0], "--state-dir", state, "apiserver", "--secure-port", strconv.Itoa(port))
-	srv.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1")
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	srv.Stderr = &stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
+	srv, stderr := startAPIServer(t, state, port)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
@@ -45,25 +35,6 @@ func TestKubectl_AgainstPodlabAPIServer(t *testing.T) {
 			srv.Wait()
 		}
 	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "serving the Kubernetes API on") {
-				ready <- sc.Text()
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case l, ok := <-ready:
-		if !ok {
-			t.Fatalf("podlab apiserver ended before serving: %s", stderr.String())
-		}
-		t.Log(l)
-	case <-time.After(20 * time.Second):
-		t.Fatalf("podlab apiserver did not serve within 20s: %s", stderr.String())
-	}
 
 	l := statedir.Layout{Dir: state}
 	as := func(identity string, args ...string) (string, error) {
@@ -131,6 +102,94 @@ func TestKubectl_AgainstPodlabAPIServer(t *testing.T) {
 		t.Errorf("podlab apiserver after SIGTERM: %v: %s", err, stderr.String())
 	}
 	stopped = true
+}
+
+// startAPIServer runs `podlab apiserver` on port for state, as its own
+// process (this test binary, run as podlab), and waits until it serves.
+func startAPIServer(t *testing.T, state string, port int) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	srv := exec.Command(os.Args[0], "--state-dir", state, "apiserver", "--secure-port", strconv.Itoa(port))
+	srv.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1")
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &bytes.Buffer{}
+	srv.Stderr = stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "serving the Kubernetes API on") {
+				ready <- sc.Text()
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case l, ok := <-ready:
+		if !ok {
+			t.Fatalf("podlab apiserver ended before serving: %s", stderr.String())
+		}
+		t.Log(l)
+	case <-time.After(20 * time.Second):
+		srv.Process.Kill()
+		t.Fatalf("podlab apiserver did not serve within 20s: %s", stderr.String())
+	}
+	return srv, stderr
+}
+
+// TestComponents_OverTheNetwork: the controller-manager and the scheduler
+// as clients of `podlab apiserver`, each with its own kubeconfig, after
+// real kubectl created a Deployment: the seed's Deployment chain over
+// HTTPS, ReplicaSet NAME-<pod-template-hash>, pods, then binds.
+func TestComponents_OverTheNetwork(t *testing.T) {
+	kubectl := testenv.Kubectl(t)
+	state := testenv.StateDir(t)
+	port := freePort(t)
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
+	mustPodlab(t, state, "node", "add", "node-2", "--cpu", "4", "--memory", "8Gi")
+	srv, _ := startAPIServer(t, state, port)
+	t.Cleanup(func() {
+		srv.Process.Kill()
+		srv.Wait()
+	})
+	l := statedir.Layout{Dir: state}
+	admin := func(args ...string) string {
+		t.Helper()
+		out, err := kubectlWith(kubectl, l.Kubeconfig("admin"), args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	// node-2's kubelet is not running: say it is Ready, as its heartbeat would
+	admin("patch", "node", "node-2", "--subresource=status", "--type=merge", "-p",
+		`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":"`+time.Now().UTC().Format(time.RFC3339)+`"}]}}`)
+	admin("create", "deploy", "test", "--image=nginx", "--replicas=2")
+
+	out := mustPodlab(t, state, "controller-manager", "--once", "--verbosity", "2", "--kubeconfig", l.Kubeconfig("kube-controller-manager"))
+	if !strings.Contains(out, "Scaled up replica set test-") {
+		t.Errorf("controller-manager --once over the network:\n%s", out)
+	}
+	rs := admin("get", "rs", "-o", "name")
+	if !strings.HasPrefix(strings.TrimSpace(rs), "replicaset.apps/test-") {
+		t.Fatalf("no ReplicaSet test-<hash>: %q", rs)
+	}
+	out = mustPodlab(t, state, "scheduler", "--once", "--kubeconfig", l.Kubeconfig("kube-scheduler"))
+	if !strings.Contains(out, "2 bound") {
+		t.Errorf("scheduler --once over the network:\n%s", out)
+	}
+	if nodes := admin("get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}"); nodes != "node-2 node-2" {
+		t.Errorf("the pods' nodes: %q, want both on node-2", nodes)
+	}
+	// the scheduler's identity is its certificate's: it may not create pods
+	if out, err := kubectlWith(kubectl, l.Kubeconfig("kube-scheduler"), "run", "x", "--image=nginx"); err == nil || !strings.Contains(out, `User "system:kube-scheduler" cannot create resource "pods"`) {
+		t.Errorf("kube-scheduler creating a pod: %v\n%s", err, out)
+	}
 }
 
 // kubectlWith runs kubectl with the kubeconfig given.

@@ -65,15 +65,16 @@ Look at the result with: podlab get pods -o wide, podlab describe pod web,
 podlab get events.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "once", Usage: "schedule every pod pending now, once each, then exit"},
+		kubeconfigFlag("kube-scheduler"),
 	},
 	Action: func(c *cli.Context) error {
-		s, err := openAPIAs(c, false, "system:kube-scheduler")
+		client, closeClient, err := componentClient(c, "system:kube-scheduler")
 		if err != nil {
 			return err
 		}
-		defer s.Close()
+		defer closeClient()
 		w := c.App.Writer
-		sched := scheduler.New(s.client,
+		sched := scheduler.New(client,
 			scheduler.WithReport(func(d scheduler.Decision) { printDecision(w, d, c.Bool("once")) }),
 			scheduler.WithWarnings(func(err error) { fmt.Fprintf(w, "warning: %v\n", err) }))
 		if c.Bool("once") {
