@@ -69,6 +69,23 @@ const sysctlMaxLength = 253
 
 var sysctlNameRegexp = regexp.MustCompile("^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
 
+// validateRunAsIDs checks runAsUser and runAsGroup, of a pod or of a
+// container: ids from 0 to 2147483647.
+func validateRunAsIDs(user, group *int64, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if user != nil {
+		for _, msg := range validation.IsValidUserID(*user) {
+			errs = append(errs, field.Invalid(fldPath.Child("runAsUser"), *user, msg))
+		}
+	}
+	if group != nil {
+		for _, msg := range validation.IsValidGroupID(*group) {
+			errs = append(errs, field.Invalid(fldPath.Child("runAsGroup"), *group, msg))
+		}
+	}
+	return errs
+}
+
 // validatePodSecurityContext is validatePodSpecSecurityContext: ids in
 // range, sysctl names, and the seccomp and AppArmor profiles.
 func validatePodSecurityContext(sc *corev1.PodSecurityContext, fldPath *field.Path) field.ErrorList {
@@ -81,16 +98,7 @@ func validatePodSecurityContext(sc *corev1.PodSecurityContext, fldPath *field.Pa
 			errs = append(errs, field.Invalid(fldPath.Child("fsGroup"), *sc.FSGroup, msg))
 		}
 	}
-	if sc.RunAsUser != nil {
-		for _, msg := range validation.IsValidUserID(*sc.RunAsUser) {
-			errs = append(errs, field.Invalid(fldPath.Child("runAsUser"), *sc.RunAsUser, msg))
-		}
-	}
-	if sc.RunAsGroup != nil {
-		for _, msg := range validation.IsValidGroupID(*sc.RunAsGroup) {
-			errs = append(errs, field.Invalid(fldPath.Child("runAsGroup"), *sc.RunAsGroup, msg))
-		}
-	}
+	errs = append(errs, validateRunAsIDs(sc.RunAsUser, sc.RunAsGroup, fldPath)...)
 	for i, gid := range sc.SupplementalGroups {
 		for _, msg := range validation.IsValidGroupID(gid) {
 			errs = append(errs, field.Invalid(fldPath.Child("supplementalGroups").Index(i), gid, msg))
@@ -121,16 +129,7 @@ func validateSecurityContext(sc *corev1.SecurityContext, fldPath *field.Path, ho
 		return nil
 	}
 	var errs field.ErrorList
-	if sc.RunAsUser != nil {
-		for _, msg := range validation.IsValidUserID(*sc.RunAsUser) {
-			errs = append(errs, field.Invalid(fldPath.Child("runAsUser"), *sc.RunAsUser, msg))
-		}
-	}
-	if sc.RunAsGroup != nil {
-		for _, msg := range validation.IsValidGroupID(*sc.RunAsGroup) {
-			errs = append(errs, field.Invalid(fldPath.Child("runAsGroup"), *sc.RunAsGroup, msg))
-		}
-	}
+	errs = append(errs, validateRunAsIDs(sc.RunAsUser, sc.RunAsGroup, fldPath)...)
 	if sc.ProcMount != nil {
 		switch *sc.ProcMount {
 		case corev1.DefaultProcMount, corev1.UnmaskedProcMount:
