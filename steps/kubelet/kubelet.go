@@ -53,6 +53,15 @@ type Config struct {
 	// PodPidsLimit is the kubelet's --pod-max-pids: pids.max of every pod
 	// cgroup. Zero or less is no limit (the kubelet's default, -1).
 	PodPidsLimit int64
+	// Address and Port are where the kubelet's own HTTPS API listens (its
+	// --address and --port; steps/kubelet/server serves it). With a Port,
+	// the Node publishes them as the real kubelet does:
+	// status.daemonEndpoints.kubeletEndpoint.port, and Address as its
+	// InternalIP (the machine's address when Address is unspecified,
+	// 0.0.0.0), which is how the API server finds the kubelet for
+	// kubectl logs and exec. Zero Port: no endpoint is published.
+	Address string
+	Port    int32
 	// Heartbeat is the node status period (10s); Poll how often containers
 	// are looked at (1s); Settle how long SyncOnce watches the containers it
 	// started before it returns (1s).
@@ -148,7 +157,7 @@ func New(cfg Config) (*Kubelet, error) {
 		client:    cfg.Client,
 		recorder:  apiserver.NewRecorder(cfg.Client, Component, cfg.Node),
 		failures:  newFailures(cfg.ImageBackOff, cfg.MaxImageBackOff),
-		nodeIP:    hostIP(),
+		nodeIP:    nodeIP(cfg.Address, cfg.Port),
 		announced: map[string]time.Time{},
 	}, nil
 }

@@ -1,11 +1,14 @@
 package kubelet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -26,6 +29,25 @@ type LogsOptions struct {
 	Follow bool
 	// Timestamps prints the CRI lines as stored (time, stream, tag).
 	Timestamps bool
+	// The kubelet API's options (PodLogOptions, as `kubectl logs` sends
+	// them through the API server). When any is set the log is read the
+	// way the kubelet's ReadLogs does:
+	//
+	// TimestampPrefix starts each line with its time in RFC 3339 with
+	// nanoseconds and a space (kubectl logs --timestamps).
+	TimestampPrefix bool
+	// TailLines, when set, prints only the last N lines (--tail=N).
+	TailLines *int64
+	// SinceTime, when set, skips lines written before it (--since,
+	// --since-time).
+	SinceTime *time.Time
+	// LimitBytes, when set, stops after N bytes (--limit-bytes).
+	LimitBytes *int64
+}
+
+// kubeStyle reports whether opts asks for the kubelet API's reading.
+func (o LogsOptions) kubeStyle() bool {
+	return o.TimestampPrefix || o.TailLines != nil || o.SinceTime != nil || o.LimitBytes != nil
 }
 
 // LogsSource is where Logs read from.
@@ -38,6 +60,15 @@ type LogsSource struct {
 	// Defaulted is set when no container was named and the pod has more
 	// than one: kubectl says "Defaulted container ... out of: ...".
 	Defaulted []string
+}
+
+// Logs is Logs of the kubelet's own node directory: what its API's
+// /containerLogs serves.
+func (k *Kubelet) Logs(ctx context.Context, pod *corev1.Pod, w io.Writer, opts LogsOptions) (*LogsSource, error) {
+	if pod.Spec.NodeName != k.node {
+		return nil, fmt.Errorf("%w: pod %s is bound to %q, this is the kubelet of %s", ErrNotOnThisNode, pod.Name, pod.Spec.NodeName, k.node)
+	}
+	return Logs(ctx, k.cfg.StateDir, pod, w, opts)
 }
 
 // Logs writes a container's log to w as `kubectl logs` shows it: only the
@@ -100,9 +131,147 @@ func Logs(ctx context.Context, stateDir string, pod *corev1.Pod, w io.Writer, op
 	src.ContainerID = runs[want].id
 	rt := layout.runtime("")
 	src.Path = rt.LogPath(src.ContainerID)
+	if opts.kubeStyle() {
+		exited := func() bool {
+			_, err := os.Stat(rt.ExitPath(src.ContainerID))
+			return err == nil
+		}
+		err = readLog(ctx, src.Path, w, opts, exited)
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		return src, err
+	}
 	err = rt.Logs(ctx, src.ContainerID, w, runc.LogsOptions{Follow: opts.Follow && !opts.Previous, Timestamps: opts.Timestamps})
 	if errors.Is(err, context.Canceled) {
 		err = nil // Ctrl-C ends -f
 	}
 	return src, err
+}
+
+// errLimitReached ends a read at LimitBytes.
+var errLimitReached = errors.New("limitBytes reached")
+
+// readLog writes the CRI log at path to w as the kubelet's ReadLogs does
+// for the kubelet API: the last TailLines full lines, those written at or
+// after SinceTime, each prefixed with its time when TimestampPrefix, at
+// most LimitBytes bytes; with Follow it keeps reading until exited reports
+// the container ended (then prints the rest) or ctx ends.
+func readLog(ctx context.Context, path string, w io.Writer, opts LogsOptions, exited func() bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("opening the log %s: %w", path, err)
+	}
+	defer f.Close()
+	lw := &limitWriter{w: w, left: -1}
+	if opts.LimitBytes != nil {
+		lw.left = *opts.LimitBytes
+	}
+	write := func(l runc.LogLine) error {
+		if opts.SinceTime != nil && l.Time.Before(*opts.SinceTime) {
+			return nil
+		}
+		out := l.Message
+		if !l.Partial {
+			out += "\n"
+		}
+		if opts.TimestampPrefix {
+			out = l.Time.UTC().Format(time.RFC3339Nano) + " " + out
+		}
+		_, err := io.WriteString(lw, out)
+		return err
+	}
+	var pending []byte
+	buf := make([]byte, 64*1024)
+	first := true
+	for {
+		finished := !opts.Follow || opts.Previous || exited()
+		for {
+			n, err := f.Read(buf)
+			pending = append(pending, buf[:n]...)
+			if err == io.EOF || n == 0 {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("reading the log %s: %w", path, err)
+			}
+		}
+		var lines []runc.LogLine
+		for {
+			i := bytes.IndexByte(pending, '\n')
+			if i < 0 {
+				break
+			}
+			l, err := runc.ParseLogLine(string(pending[:i]))
+			pending = pending[i+1:]
+			if err != nil {
+				return fmt.Errorf("reading the log %s: %w", path, err)
+			}
+			lines = append(lines, l)
+		}
+		if first && opts.TailLines != nil {
+			lines = tail(lines, *opts.TailLines)
+		}
+		first = false
+		for _, l := range lines {
+			if err := write(l); err != nil {
+				if errors.Is(err, errLimitReached) {
+					return nil
+				}
+				return err
+			}
+		}
+		if finished {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// tail keeps the CRI lines of the last n full lines: a line the runtime
+// split (tag P) counts once, with the F line that ends it.
+func tail(lines []runc.LogLine, n int64) []runc.LogLine {
+	if n <= 0 {
+		return nil
+	}
+	i := len(lines)
+	for full := int64(0); i > 0; i-- {
+		if !lines[i-1].Partial {
+			if full == n {
+				break
+			}
+			full++
+		}
+	}
+	return lines[i:]
+}
+
+// limitWriter writes at most left bytes (left < 0: no limit), then fails
+// with errLimitReached.
+type limitWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.left < 0 {
+		return l.w.Write(p)
+	}
+	if l.left == 0 {
+		return 0, errLimitReached
+	}
+	short := int64(len(p)) > l.left
+	if short {
+		p = p[:l.left]
+	}
+	n, err := l.w.Write(p)
+	l.left -= int64(n)
+	if err == nil && short {
+		err = errLimitReached
+	}
+	return n, err
 }

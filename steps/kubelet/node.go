@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/podlab/podlab/steps/pki"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -164,7 +165,10 @@ func (k *Kubelet) nodeStatus(node *corev1.Node, declared bool) corev1.NodeStatus
 		s.Allocatable = allocatable(s.Capacity)
 	}
 	s.NodeInfo = k.nodeInfo()
-	if !declared || len(old.Addresses) == 0 {
+	if k.cfg.Port > 0 {
+		s.DaemonEndpoints.KubeletEndpoint.Port = k.cfg.Port
+	}
+	if !declared || len(old.Addresses) == 0 || k.cfg.Port > 0 {
 		s.Addresses = []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: k.nodeIP},
 			{Type: corev1.NodeHostName, Address: k.node},
@@ -325,6 +329,15 @@ func (k *Kubelet) nodeImages() []corev1.ContainerImage {
 		out = out[:maxImages]
 	}
 	return out
+}
+
+// nodeIP is the InternalIP the kubelet reports: the address its API
+// listens on when it serves one on a specific address, else hostIP.
+func nodeIP(address string, port int32) string {
+	if ip := net.ParseIP(address); port > 0 && ip != nil && !ip.IsUnspecified() {
+		return ip.String()
+	}
+	return hostIP()
 }
 
 // hostIP is the machine's first IPv4 address that is up and not loopback
