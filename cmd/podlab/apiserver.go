@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -56,6 +57,13 @@ as against any cluster. Try it with curl:
   curl --cacert <state-dir>/pki/ca.crt -H "Authorization: Bearer TOKEN" \
     https://127.0.0.1:6443/api/v1/namespaces/default/pods
 
+kubectl logs and kubectl exec are pods/log and pods/exec: the API server
+authorizes them (get pods/log, create pods/exec), finds the pod's node and
+its kubelet's address and port in the Node's status, and proxies the
+request there with its own client certificate
+(<state-dir>/pki/apiserver-kubelet-client.crt, user
+kube-apiserver-kubelet-client): see podlab kubelet --port.
+
 The serving certificate is <state-dir>/pki/apiserver.crt (and .key), and
 client certificates are those <state-dir>/pki/ca.crt signed: ` + "`podlab init`" + `
 makes them. The flags are kube-apiserver's.`,
@@ -65,6 +73,9 @@ makes them. The flags are kube-apiserver's.`,
 			&cli.StringFlag{Name: "tls-cert-file", Usage: "the serving certificate (default <state-dir>/pki/apiserver.crt)"},
 			&cli.StringFlag{Name: "tls-private-key-file", Usage: "its key (default <state-dir>/pki/apiserver.key)"},
 			&cli.StringFlag{Name: "client-ca-file", Usage: "the CA of client certificates (default <state-dir>/pki/ca.crt)"},
+			&cli.StringFlag{Name: "kubelet-client-certificate", Usage: "the client certificate for calling kubelets: logs, exec (default <state-dir>/pki/apiserver-kubelet-client.crt)"},
+			&cli.StringFlag{Name: "kubelet-client-key", Usage: "its key (default <state-dir>/pki/apiserver-kubelet-client.key)"},
+			&cli.StringFlag{Name: "kubelet-certificate-authority", Usage: "the CA of the kubelets' serving certificates (default <state-dir>/pki/ca.crt)"},
 		},
 		Action: runAPIServer,
 	}
@@ -115,6 +126,20 @@ func runAPIServer(c *cli.Context) error {
 	}
 	if c.Bool("v") {
 		opts = append(opts, rest.LogPhases(c.App.ErrWriter))
+	}
+	kubelets, err := rest.KubeletTransport(
+		flagOr(c, "kubelet-client-certificate", l.PKICert("apiserver-kubelet-client")),
+		flagOr(c, "kubelet-client-key", l.PKIKey("apiserver-kubelet-client")),
+		flagOr(c, "kubelet-certificate-authority", l.CACert()))
+	switch {
+	case err == nil:
+		opts = append(opts, rest.WithKubeletTransport(kubelets))
+	case errors.Is(err, rest.ErrNoKubeletClientCertificate) && !c.IsSet("kubelet-client-certificate"):
+		// a state directory made before the certificate existed: the
+		// API works, pods/log and pods/exec answer 503 with the hint
+		fmt.Fprintf(c.App.ErrWriter, "warning: %v; kubectl logs and exec will fail\n", err)
+	default:
+		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -20,6 +20,7 @@ import (
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
 	"github.com/podlab/podlab/steps/kubelet"
+	kubeletserver "github.com/podlab/podlab/steps/kubelet/server"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
 )
@@ -95,6 +96,19 @@ DELETION. A pod with a deletionTimestamp is stopped (SIGTERM, the grace
 period, SIGKILL; event Killing), its containers, bundles, cgroups and
 namespace mounts removed, then it is deleted with a grace period of 0.
 
+ITS OWN API (--port, --address). While it runs, the kubelet serves HTTPS
+on 127.0.0.1:10250 (another free port when 10250 is taken, as on a machine
+with many nodes), with its serving certificate <state-dir>/pki/kubelet-NAME.crt,
+and publishes the endpoint in its Node: status.addresses (InternalIP, Hostname)
+and status.daemonEndpoints.kubeletEndpoint.port. That is where the API
+server sends kubectl logs (/containerLogs/NS/POD/CONTAINER) and kubectl exec
+(/exec/NS/POD/CONTAINER). A caller needs a client certificate the cluster CA
+signed (else 401 Unauthorized), and the kubelet asks the API server, with a
+SubjectAccessReview sent with its own credentials
+(<state-dir>/kubeconfigs/NAME.kubeconfig), whether that user may get (GET)
+or create (POST) nodes/proxy on its Node (else 403 Forbidden). Each request
+is one line of the kubelet's output.
+
 Every node of podlab's cluster is this machine; each kubelet keeps its own
 runtime in <state-dir>/nodes/NAME/ (content/, bundles/, runc/, containers/,
 netns/, ipcns/, utsns/, pods/), so nodes share nothing but the API server.
@@ -130,10 +144,20 @@ Examples:
 		},
 		&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP and unverified TLS to registries"},
 		&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH"},
+		&cli.IntFlag{Name: "port", Value: kubeletserver.DefaultPort, Usage: "the port of the kubelet's HTTPS API (logs, exec); 0: any free port"},
+		&cli.StringFlag{Name: "address", Value: "127.0.0.1", Usage: "the address the kubelet's API listens on, and the node's InternalIP"},
 		&cli.BoolFlag{Name: "seccomp-default", Usage: "give containers that set no seccompProfile the runtime's default filter (RuntimeDefault) instead of none"},
 	},
 	Action: func(c *cli.Context) error {
-		k, s, err := openKubelet(c)
+		var api *kubeletAPI
+		if !c.Bool("next") && !c.Bool("once") && c.String("pod") == "" && c.String("stage") == "" {
+			var err error
+			if api, err = listenKubeletAPI(c); err != nil {
+				return err
+			}
+			defer api.Close()
+		}
+		k, s, err := openKubelet(c, api.endpoint())
 		if err != nil {
 			return err
 		}
@@ -167,7 +191,16 @@ Examples:
 		defer stop()
 		fmt.Fprintf(w, "kubelet %s (as %s): node directory %s; watching pods with spec.nodeName=%s. Ctrl-C stops it.\n",
 			k.Node(), kubeletUser(c), k.Layout().Dir, k.Node())
-		return k.Run(ctx)
+		apiDone, err := api.serve(ctx, c, k)
+		if err != nil {
+			return err
+		}
+		err = k.Run(ctx)
+		stop()
+		if aerr := apiDone(); err == nil {
+			err = aerr
+		}
+		return err
 	},
 }
 
@@ -187,7 +220,7 @@ func kubeletUser(c *cli.Context) string {
 // openKubelet opens the API server as the kubelet of --node (adding its
 // identity to the token file first if needed, as TLS bootstrapping gives a
 // kubelet its client certificate) and sets the kubelet up.
-func openKubelet(c *cli.Context) (*kubelet.Kubelet, *apiSession, error) {
+func openKubelet(c *cli.Context, ep kubeletEndpoint) (*kubelet.Kubelet, *apiSession, error) {
 	dir, err := stateDir(c)
 	if err != nil {
 		return nil, nil, err
@@ -206,7 +239,7 @@ func openKubelet(c *cli.Context) (*kubelet.Kubelet, *apiSession, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	k, err := newKubelet(c, node, s.client)
+	k, err := newKubelet(c, node, s.client, ep)
 	if err != nil {
 		s.Close()
 		return nil, nil, err
@@ -217,7 +250,7 @@ func openKubelet(c *cli.Context) (*kubelet.Kubelet, *apiSession, error) {
 // newKubelet sets up node's kubelet, acting through client, with the
 // command's flags where it has them (--runtime, --registry-mirror,
 // --insecure, --debug).
-func newKubelet(c *cli.Context, node string, client apiserver.Interface) (*kubelet.Kubelet, error) {
+func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kubeletEndpoint) (*kubelet.Kubelet, error) {
 	dir, err := stateDir(c)
 	if err != nil {
 		return nil, err
@@ -246,6 +279,8 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface) (*kubel
 		// Only the kubelet command has the flag; the stage commands
 		// (podlab spec --pod) run with Kubernetes' default.
 		SeccompDefault: c.Bool("seccomp-default"),
+		Address:        ep.Address,
+		Port:           ep.Port,
 		OnStage:        func(r kubelet.Report) { printKubeletReport(w, r) },
 		OnNode:         func(r *kubelet.NodeResult, err error) { printNodeResult(w, r, err) },
 	}
@@ -279,7 +314,7 @@ func runPodStage(c *cli.Context, stage kubelet.StageName) error {
 	if err != nil {
 		return fmt.Errorf("acting as node %s's kubelet: %w (podlab kubelet --node %s adds its identity)", node, err, node)
 	}
-	k, err := newKubelet(c, node, client)
+	k, err := newKubelet(c, node, client, kubeletEndpoint{})
 	if err != nil {
 		return err
 	}

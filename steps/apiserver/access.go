@@ -164,3 +164,42 @@ func (c *Client) AccessPath(ctx context.Context, verb, path string) (rbac.Decisi
 	})
 	return d, err
 }
+
+// Authorize asks the authorizers (Node, then RBAC) whether the client's
+// user may do what a names (its User is filled in), whether or not podlab
+// serves the resource: the question of a SubjectAccessReview, and of a
+// subresource the API server proxies (pods/log, pods/exec). The decision
+// is returned; a refusal is also a 403 Forbidden error in kube's words
+// (pods "web" is forbidden: User "viewer" cannot create resource
+// "pods/exec" in API group "" in the namespace "default").
+func (c *Client) Authorize(ctx context.Context, a rbac.Attributes) (rbac.Decision, error) {
+	u, err := c.authenticate()
+	if err != nil {
+		return rbac.Decision{}, err
+	}
+	a.User = u
+	var d rbac.Decision
+	err = c.s.store.View(ctx, func(tx *store.Tx) error {
+		_, dd, err := c.s.decide(tx, a)
+		if err != nil {
+			return err
+		}
+		switch {
+		case dd.node.Allowed:
+			d = rbac.Decision{Allowed: true, Reason: "Node: " + dd.nodeSummary}
+		case dd.node.Reason != "" && !dd.rbac.Allowed:
+			d = rbac.Decision{Reason: "Node: " + dd.node.Reason + "; " + dd.rbac.Reason}
+		default:
+			d = dd.rbac
+		}
+		if !d.Allowed {
+			_, err := c.authorize(tx, a) // the refusal, narrated as the gate's
+			return err
+		}
+		if c.phases != nil {
+			c.report(Phase{Name: PhaseAuthorization, Plugin: dd.by(), Summary: strings.TrimPrefix(strings.TrimPrefix(d.Reason, "RBAC: "), "Node: ")})
+		}
+		return nil
+	})
+	return d, err
+}

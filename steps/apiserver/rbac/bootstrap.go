@@ -37,10 +37,13 @@ const (
 // system:masters), developer, viewer, the two control plane components, and
 // system:node:<node> (in system:nodes) for each kubelet.
 const (
-	userDeveloper             = "developer"
-	userViewer                = "viewer"
-	userKubeScheduler         = "system:kube-scheduler"
-	userKubeControllerManager = "system:kube-controller-manager"
+	userDeveloper = "developer"
+	userViewer    = "viewer"
+	// userAPIServerKubeletClient is the API server's client certificate
+	// for kubelets (pki.KubeletClientCommonName).
+	userAPIServerKubeletClient = "kube-apiserver-kubelet-client"
+	userKubeScheduler          = "system:kube-scheduler"
+	userKubeControllerManager  = "system:kube-controller-manager"
 )
 
 // API groups and verb sets, as Kubernetes' bootstrap policy names them.
@@ -260,6 +263,19 @@ func bootstrapClusterRoles() []rbacv1.ClusterRole {
 		// rules to every node, narrowed per node (NodeRules).
 		clusterRole("system:node", nil, NodeRules()...),
 
+		// Full access to the kubelets' API (logs, exec, stats...): what the
+		// API server's own client certificate needs when it proxies
+		// kubectl logs and exec to a kubelet, which asks the API server
+		// (a SubjectAccessReview) whether the caller may "get" or "create"
+		// nodes/proxy. kubeadm binds kube-apiserver-kubelet-client to it.
+		clusterRole("system:kubelet-api-admin", nil,
+			rule("get", "list", "watch").groups(legacyGroup).resources("nodes").done(),
+			rule("proxy").groups(legacyGroup).resources("nodes").done(),
+			rule("*").groups(legacyGroup).resources("nodes/proxy", "nodes/metrics", "nodes/stats", "nodes/log").done(),
+			// KubeletFineGrainedAuthz, on by default since v1.33
+			rule("*").groups(legacyGroup).resources("nodes/pods", "nodes/healthz", "nodes/configz").done(),
+		),
+
 		// The scheduler: watch unscheduled pods and the nodes, bind each pod
 		// to a node (create pods/binding), record why not (pods/status,
 		// events). It may not create pods.
@@ -402,6 +418,15 @@ func bootstrapClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		// for its own objects. Were the group bound, RBAC would allow node-1
 		// what the Node authorizer refuses it (every pod, every Node).
 		clusterRoleBinding("system:node"),
+		// What kubeadm makes at `kubeadm init`: the API server's client
+		// certificate for kubelets (CN kube-apiserver-kubelet-client, no
+		// group) may use every kubelet's API.
+		{
+			TypeMeta:   clusterRoleBindingType,
+			ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:apiserver-kubelet-client"},
+			RoleRef:    clusterRoleRef("system:kubelet-api-admin"),
+			Subjects:   []rbacv1.Subject{subjectUser(userAPIServerKubeletClient)},
+		},
 		// podlab's read-only user may read (not write, not secrets) in every
 		// namespace: a ClusterRoleBinding grants a ClusterRole everywhere.
 		viewer,

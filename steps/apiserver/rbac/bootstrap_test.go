@@ -34,6 +34,14 @@ func TestBootstrap_Metadata(t *testing.T) {
 			if o.tm.Kind != o.kind || o.tm.APIVersion != "rbac.authorization.k8s.io/v1" {
 				t.Errorf("TypeMeta = %+v", o.tm)
 			}
+			if strings.HasPrefix(o.meta.Name, "kubeadm:") {
+				// kubeadm makes these at `kubeadm init`, plainly: no
+				// bootstrapping label, no autoupdate annotation.
+				if len(o.meta.Labels) != 0 || len(o.meta.Annotations) != 0 {
+					t.Errorf("kubeadm's object has labels %v, annotations %v", o.meta.Labels, o.meta.Annotations)
+				}
+				return
+			}
 			if got := o.meta.Annotations[rbacv1.AutoUpdateAnnotationKey]; got != "true" {
 				t.Errorf("annotation %s = %q, want \"true\"", rbacv1.AutoUpdateAnnotationKey, got)
 			}

@@ -101,6 +101,7 @@ type Handler struct {
 	fallback      http.Handler
 	phases        func(string, apiserver.Phase)
 	bookmarkEvery time.Duration
+	kubelets      *http.Transport
 }
 
 // New returns the REST API of s.

@@ -43,6 +43,9 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, c *apise
 		case "selfsubjectrulesreviews":
 			h.rulesReview(w, r, c)
 			return
+		case "subjectaccessreviews":
+			h.subjectAccessReview(w, r, c)
+			return
 		}
 	}
 	res, ok := lookup(info)
@@ -61,9 +64,20 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, c *apise
 	}
 	switch info.subresource {
 	case "", "status", "scale", "binding":
-	case "log", "exec", "attach", "portforward", "proxy", "eviction", "ephemeralcontainers", "resize":
+	case "log", "exec":
+		if res.Name != "pods" || info.name == "" {
+			writeError(w, r, errNotFound)
+			return
+		}
+		if info.subresource == "log" {
+			h.podLog(w, r, c, info)
+		} else {
+			h.podExec(w, r, c, info)
+		}
+		return
+	case "attach", "portforward", "proxy", "eviction", "ephemeralcontainers", "resize":
 		writeStatus(w, http.StatusNotImplemented, metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotImplemented,
-			Message: fmt.Sprintf("%s/%s is not served by podlab's API server yet: kubelets do not serve their API yet (use `podlab logs` / `podlab exec`)", res.Name, info.subresource)})
+			Message: fmt.Sprintf("%s/%s is not served by podlab's API server yet: only pods/log and pods/exec reach the kubelets", res.Name, info.subresource)})
 		return
 	default:
 		writeError(w, r, errNotFound)

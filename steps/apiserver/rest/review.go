@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/authn"
 	"github.com/podlab/podlab/steps/apiserver/rbac"
 )
 
@@ -106,4 +107,51 @@ func (h *Handler) rulesReview(w http.ResponseWriter, r *http.Request, c *apiserv
 	}
 	srr.Status = st
 	writeJSON(w, http.StatusCreated, srr)
+}
+
+// subjectAccessReview answers a SubjectAccessReview: may this user do
+// this? What a kubelet asks (webhook authorization) before it serves
+// logs or exec to the API server, or to anyone with a certificate. The
+// asker needs "create subjectaccessreviews": nodes have it through the
+// Node authorizer (NodeRules), the scheduler and controller-manager
+// through their roles.
+func (h *Handler) subjectAccessReview(w http.ResponseWriter, r *http.Request, c *apiserver.Client) {
+	ctx := r.Context()
+	if _, err := c.Authorize(ctx, rbac.Attributes{Verb: "create", APIGroup: "authorization.k8s.io", Resource: "subjectaccessreviews"}); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sar := &authorizationv1.SubjectAccessReview{}
+	if err := decodeObject(w, r, sar, authorizationv1.SchemeGroupVersion.WithKind("SubjectAccessReview")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	gk := schema.GroupKind{Group: "authorization.k8s.io", Kind: "SubjectAccessReview"}
+	spec := sar.Spec
+	// kube's ValidateSubjectAccessReviewSpec
+	switch {
+	case spec.ResourceAttributes == nil && spec.NonResourceAttributes == nil:
+		writeError(w, r, apierrors.NewInvalid(gk, "", field.ErrorList{field.Invalid(field.NewPath("spec", "resourceAttributes"), spec.NonResourceAttributes, "exactly one of nonResourceAttributes or resourceAttributes must be specified")}))
+		return
+	case spec.ResourceAttributes != nil && spec.NonResourceAttributes != nil:
+		writeError(w, r, apierrors.NewInvalid(gk, "", field.ErrorList{field.Invalid(field.NewPath("spec", "nonResourceAttributes"), spec.NonResourceAttributes, `cannot be specified in combination with resourceAttributes`)}))
+		return
+	case spec.User == "" && len(spec.Groups) == 0:
+		writeError(w, r, apierrors.NewInvalid(gk, "", field.ErrorList{field.Invalid(field.NewPath("spec", "user"), spec.User, `at least one of user or group must be specified`)}))
+		return
+	}
+	subject := h.s.ClientFor(authn.User{Name: spec.User, Groups: spec.Groups, UID: spec.UID}, "SubjectAccessReview")
+	var d rbac.Decision
+	var err error
+	if ra := spec.ResourceAttributes; ra != nil {
+		d, err = subject.Authorize(ctx, rbac.Attributes{Verb: ra.Verb, APIGroup: ra.Group, Resource: ra.Resource, Subresource: ra.Subresource, Namespace: ra.Namespace, Name: ra.Name})
+	} else {
+		d, err = subject.AccessPath(ctx, spec.NonResourceAttributes.Verb, spec.NonResourceAttributes.Path)
+	}
+	if err != nil && !apierrors.IsForbidden(err) {
+		writeError(w, r, err)
+		return
+	}
+	sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: d.Reason}
+	writeJSON(w, http.StatusCreated, sar)
 }

@@ -102,3 +102,36 @@ func ListenAndServe(ctx context.Context, cfg ServerConfig, h http.Handler, ready
 	}
 	return nil
 }
+
+// ErrNoKubeletClientCertificate: the API server's client certificate for
+// kubelets is missing.
+var ErrNoKubeletClientCertificate = errors.New("no client certificate for kubelets: run `podlab init` to make pki/apiserver-kubelet-client.crt")
+
+// KubeletTransport is how the API server calls kubelets (WithKubeletTransport):
+// with its client certificate (--kubelet-client-certificate and
+// --kubelet-client-key: CN kube-apiserver-kubelet-client), verifying each
+// kubelet's serving certificate against caFile
+// (--kubelet-certificate-authority).
+func KubeletTransport(certFile, keyFile, caFile string) (*http.Transport, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w (%v)", ErrNoKubeletClientCertificate, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubelet client certificate %s: %w", certFile, err)
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubelets' certificate authority: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("the kubelets' certificate authority %s holds no PEM certificate", caFile)
+	}
+	return &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		TLSClientConfig:     &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: 10 * time.Second,
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	}, nil
+}

@@ -36,8 +36,11 @@ type Host interface {
 
 // Authorizer decides whether a user may make a request of the kubelet:
 // the real kubelet's webhook authorizer asks the API server with a
-// SubjectAccessReview. (k8s.io/apiserver's authorizer.Authorizer.)
-type Authorizer = authorizer.Authorizer
+// SubjectAccessReview (SubjectAccessReviews). It is the Authorize method
+// of k8s.io/apiserver's authorizer.Authorizer.
+type Authorizer interface {
+	Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error)
+}
 
 // Config is what the server needs.
 type Config struct {
