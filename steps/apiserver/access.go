@@ -193,7 +193,17 @@ func (c *Client) Authorize(ctx context.Context, a rbac.Attributes) (rbac.Decisio
 			d = dd.rbac
 		}
 		if !d.Allowed {
-			_, err := c.authorize(tx, a) // the refusal, narrated as the gate's
+			// kube-apiserver's ForbiddenStatusError names the resource
+			// without its subresource: pods "web" is forbidden: User
+			// "viewer" cannot create resource "pods/exec" ...
+			msg := rbac.ForbiddenMessage(a)
+			if dd.node.Reason != "" {
+				msg += ": " + dd.node.Reason
+			}
+			err := apierrors.NewForbidden(schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}, a.Name, errors.New(msg))
+			if c.phases != nil {
+				c.report(Phase{Name: PhaseAuthorization, Plugin: dd.by(), Summary: "403 Forbidden: " + msg, Details: []string{d.Reason}, Err: err})
+			}
 			return err
 		}
 		if c.phases != nil {

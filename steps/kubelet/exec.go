@@ -10,8 +10,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"strings"
+	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/steps/runc"
@@ -23,8 +27,18 @@ type ExecOptions struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Tty gives the command a terminal (runc exec --tty): its output comes
-	// on Stdout only, with the terminal's line endings.
+	// on Stdout only, with the terminal's line endings. The kubelet holds
+	// a pseudo-terminal for it, as a CRI runtime does.
 	Tty bool
+	// Resize, with Tty, brings the client's terminal size: the first
+	// before the command starts, then one per resize (kubectl sends them on
+	// SIGWINCH).
+	Resize <-chan TerminalSize
+}
+
+// TerminalSize is a terminal's width and height in characters.
+type TerminalSize struct {
+	Width, Height uint16
 }
 
 // Exec runs cmd in the running container of pod named container and
@@ -38,10 +52,102 @@ func (k *Kubelet) Exec(ctx context.Context, pod *corev1.Pod, container string, c
 	if err != nil {
 		return 0, err
 	}
-	return k.rt.Exec(ctx, id, cmd, runc.ExecOptions{
-		IO:  runc.IO{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
-		Tty: opts.Tty,
-	})
+	ro := runc.ExecOptions{IO: runc.IO{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr}, Tty: opts.Tty}
+	if !opts.Tty {
+		return k.rt.Exec(ctx, id, cmd, ro)
+	}
+	pty, err := openPty()
+	if err != nil {
+		return 0, fmt.Errorf("exec in %s/%s: a terminal for the command: %w", pod.Name, container, err)
+	}
+	defer pty.close()
+	ro.Console = pty.follower
+	// the first size, if the client sent one already
+	select {
+	case sz, ok := <-opts.Resize:
+		if ok {
+			pty.resize(sz)
+		}
+	case <-time.After(100 * time.Millisecond):
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case sz, ok := <-opts.Resize:
+				if !ok {
+					return
+				}
+				pty.resize(sz)
+			case <-done:
+				return
+			}
+		}
+	}()
+	if opts.Stdin != nil {
+		go func() { _, _ = io.Copy(pty.leader, opts.Stdin) }()
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		if opts.Stdout != nil {
+			_, _ = io.Copy(opts.Stdout, pty.leader)
+		} else {
+			_, _ = io.Copy(io.Discard, pty.leader)
+		}
+	}()
+	code, err := k.rt.Exec(ctx, id, cmd, ro)
+	// The command's output is in the terminal: read it to the end (EIO
+	// once no process holds the follower end) before saying it ended.
+	pty.follower.Close()
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second):
+	}
+	return code, err
+}
+
+// pty is a pseudo-terminal: the leader end the kubelet reads and writes,
+// the follower end the command runs on.
+type pty struct {
+	leader, follower *os.File
+}
+
+// openPty opens a new pseudo-terminal (/dev/ptmx, unlocked; its
+// /dev/pts/N).
+func openPty() (*pty, error) {
+	leader, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	fd := int(leader.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		leader.Close()
+		return nil, fmt.Errorf("unlocking the pseudo-terminal: %w", err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		leader.Close()
+		return nil, fmt.Errorf("naming the pseudo-terminal: %w", err)
+	}
+	follower, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		leader.Close()
+		return nil, err
+	}
+	return &pty{leader: leader, follower: follower}, nil
+}
+
+// resize sets the terminal's size: the kernel sends SIGWINCH to the
+// session it controls (runc's), and runc resizes the container's console.
+func (p *pty) resize(sz TerminalSize) {
+	_ = unix.IoctlSetWinsize(int(p.leader.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
+}
+
+func (p *pty) close() {
+	p.follower.Close()
+	p.leader.Close()
 }
 
 // runningContainerID is the runtime's ID of the container's current run,

@@ -412,7 +412,7 @@ func (r *Runtime) Run(ctx context.Context, id, bundle string, stdio IO) (*Exit, 
 	runcLog := filepath.Join(r.ContainerDir(id), "runc.log")
 	argv := r.argv("--log", runcLog, "--log-format", "json", "run", "--bundle", rec.Bundle, id)
 	r.report(argv)
-	code, err := r.foreground(ctx, argv, stdio, runcLog)
+	code, err := r.foreground(ctx, argv, stdio, runcLog, false)
 	if err != nil {
 		os.RemoveAll(r.ContainerDir(id))
 		return nil, fmt.Errorf("running container %s: %w", id, err)
@@ -431,13 +431,17 @@ func (r *Runtime) Run(ctx context.Context, id, bundle string, stdio IO) (*Exit, 
 // sent to podlab go on to runc, which passes them to the container (Ctrl-C
 // reaches runc from the terminal directly). An error that runc logged to
 // runcLog (it could not start the container) is returned as an error.
-func (r *Runtime) foreground(ctx context.Context, argv []string, stdio IO, runcLog string) (int, error) {
+func (r *Runtime) foreground(ctx context.Context, argv []string, stdio IO, runcLog string, ctty bool) (int, error) {
 	var logStart int64
 	if fi, err := os.Stat(runcLog); err == nil {
 		logStart = fi.Size()
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	if ctty {
+		// stdin (fd 0) becomes the controlling terminal of a new session
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	defer signal.Stop(sigs)
@@ -663,8 +667,16 @@ func (r *Runtime) Ps(ctx context.Context, id string) ([]Process, error) {
 // ExecOptions is how to run an extra process in a container.
 type ExecOptions struct {
 	IO
-	// Tty gives the process a terminal (`runc exec -t`).
+	// Tty gives the process a terminal (`runc exec -t`). runc needs its
+	// own stdio to be a terminal then: the caller's, or Console.
 	Tty bool
+	// Console, with Tty, is the terminal runc runs on (the follower end
+	// of a pseudo-terminal the caller holds, as a CRI runtime's streaming
+	// server does for kubectl exec -t): it is runc's stdin, stdout and
+	// stderr and its controlling terminal, in a session of its own, so a
+	// resize of the terminal (TIOCSWINSZ on the leader end) reaches runc
+	// as SIGWINCH, and runc resizes the container's console.
+	Console *os.File
 }
 
 // Exec runs args inside the running container (`runc exec`), as `kubectl
@@ -687,7 +699,11 @@ func (r *Runtime) Exec(ctx context.Context, id string, args []string, opts ExecO
 	}
 	argv := r.argv(append(append(a, id), args...)...)
 	r.report(argv)
-	code, err := r.foreground(ctx, argv, opts.IO, runcLog)
+	stdio, ctty := opts.IO, false
+	if opts.Tty && opts.Console != nil {
+		stdio, ctty = IO{Stdin: opts.Console, Stdout: opts.Console, Stderr: opts.Console}, true
+	}
+	code, err := r.foreground(ctx, argv, stdio, runcLog, ctty)
 	if err != nil {
 		return 0, fmt.Errorf("exec in container %s: %w", id, err)
 	}

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -106,6 +108,23 @@ func (r *statusRecorder) WriteHeader(code int) {
 		r.code = code
 	}
 	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(p []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(p)
+}
+
+// Hijack hands the connection to an exec's SPDY streams.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := r.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the connection cannot be hijacked")
+	}
+	r.code = http.StatusSwitchingProtocols
+	return h.Hijack()
 }
 
 func (r *statusRecorder) Flush() {
@@ -381,13 +400,21 @@ type executor struct {
 }
 
 func (e executor) ExecInContainer(ctx context.Context, _, _ string, container string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
+	opts := kubelet.ExecOptions{Tty: tty}
 	if resize != nil {
+		sizes := make(chan kubelet.TerminalSize)
 		go func() {
-			for range resize { // podlab's runc exec --tty sizes the terminal itself
+			defer close(sizes)
+			for sz := range resize {
+				select {
+				case sizes <- kubelet.TerminalSize{Width: sz.Width, Height: sz.Height}:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}()
+		opts.Resize = sizes
 	}
-	opts := kubelet.ExecOptions{Tty: tty}
 	if out != nil {
 		opts.Stdout = out
 	}
