@@ -16,6 +16,14 @@
 //     Pending, Running, restarts with back-off, Succeeded or Failed;
 //   - stops and removes a deleted pod's containers, then deletes the pod.
 //
+// While it runs, the kubelet also serves its own HTTPS API (package
+// steps/kubelet/server, podlab kubelet --port): the API server proxies
+// kubectl logs and kubectl exec to it. The kubelet's part is Logs (the CRI
+// log file read as the kubelet's ReadLogs does: tailLines, sinceTime,
+// limitBytes, timestamps, follow) and Exec (runc exec in the running
+// container, on a pseudo-terminal the kubelet holds for -t); the Node it
+// registers publishes the endpoint (Config.Address, Config.Port).
+//
 // podlab has no containerd: the kubelet calls podlab's runtime packages
 // (steps/pull, steps/unpack, steps/spec, steps/runc) in-process, where a real
 // kubelet would make a CRI call over gRPC.

@@ -55,9 +55,27 @@
 // accepted: podlab has no garbage collector to hand it to). Subresources:
 // pods/binding, pods/status, deployments/scale and replicasets/scale (an
 // autoscaling/v1 Scale), namespaces/status. SelfSubjectAccessReview and
-// SelfSubjectRulesReview (kubectl auth can-i, can-i --list). pods/log and
-// pods/exec are proxied to kubelets in Kubernetes; podlab answers them 501
-// for now.
+// SelfSubjectRulesReview (kubectl auth can-i, can-i --list), and
+// SubjectAccessReview (what a kubelet asks about its callers; nodes may
+// create them through the Node authorizer).
+//
+// pods/log and pods/exec are proxied to the pod's kubelet, as kube-apiserver
+// does (kubelet.go): authorized as "get pods/log" and "create pods/exec" (a
+// WebSocket exec is a GET: kube asks "create" for it too), the pod read and
+// its container checked (400 "container X is not valid for pod P"; exec in
+// a pod without a node is 400 "pod P does not have a host assigned"), the
+// kubelet found from the Node's status (an address of the preferred types
+// InternalIP, ExternalIP, Hostname, and daemonEndpoints.kubeletEndpoint.port,
+// 10250 when unset), and called with WithKubeletTransport's client
+// certificate. Logs are streamed back as the kubelet sends them (a kubelet
+// error's text becomes the Status message; a kubelet that does not answer
+// is a 500 with the dial error, as kube says it). Exec goes through
+// apimachinery's upgrade-aware proxy (SPDY, and WebSocket channel
+// protocols up to v4); a WebSocket speaking v5.channel.k8s.io, what kubectl
+// 1.30+ tries first, is answered by the API server and translated to SPDY
+// towards the kubelet with k8s.io/apiserver's StreamTranslator, exactly as
+// kube-apiserver does. Other pod subresources (attach, portforward, proxy,
+// eviction...) are 501.
 //
 // Watches stream newline-separated JSON events, {"type":"ADDED",
 // "object":{...}}. A watch from a resourceVersion the store has compacted
