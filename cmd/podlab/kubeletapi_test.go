@@ -185,6 +185,17 @@ func TestKubectl_LogsAndExecThroughTheKubelet(t *testing.T) {
 		}
 	})
 
+	t.Run("exec -it gets the terminal's size", func(t *testing.T) {
+		// kubectl sends its terminal's size; the kubelet sizes the
+		// pseudo-terminal it holds before runc starts on it
+		cmd := exec.Command("script", "-qec", "stty rows 40 cols 100; "+kubectl+" --kubeconfig "+l.Kubeconfig("admin")+" exec -it web -- stty size", "/dev/null")
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "40 100") {
+			t.Errorf("kubectl exec -it web -- stty size: %v\n%q, want 40 100", err, out)
+		}
+	})
+
 	// The kubelet's own port: a caller without a certificate is 401; one
 	// with the developer's certificate is authenticated, then refused by
 	// the API server's answer to the kubelet's SubjectAccessReview (403).
@@ -293,7 +304,7 @@ func shellRegistry(t *testing.T) string {
 		}
 	}
 	for to, from := range map[string]string{
-		"bin/sh": "/bin/dash", "bin/cat": "/bin/cat", "bin/sleep": "/bin/sleep",
+		"bin/sh": "/bin/dash", "bin/cat": "/bin/cat", "bin/sleep": "/bin/sleep", "bin/stty": "/bin/stty",
 		"lib/x86_64-linux-gnu/libc.so.6": "/lib/x86_64-linux-gnu/libc.so.6",
 		"lib64/ld-linux-x86-64.so.2":     "/lib64/ld-linux-x86-64.so.2",
 	} {
