@@ -67,11 +67,10 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 		kubeconfigFlag("kube-controller-manager"),
 	},
 	Action: func(c *cli.Context) error {
-		client, closeClient, err := componentClient(c, controllers.User)
+		client, err := componentClient(c, "kube-controller-manager", !c.Bool("once"))
 		if err != nil {
 			return err
 		}
-		defer closeClient()
 		w := c.App.Writer
 		m := controllers.New(client, klog.New(w, klog.WithVerbosity(c.Int("verbosity"))))
 		if c.Bool("once") {

@@ -68,11 +68,10 @@ podlab get events.`,
 		kubeconfigFlag("kube-scheduler"),
 	},
 	Action: func(c *cli.Context) error {
-		client, closeClient, err := componentClient(c, "system:kube-scheduler")
+		client, err := componentClient(c, "kube-scheduler", !c.Bool("once"))
 		if err != nil {
 			return err
 		}
-		defer closeClient()
 		w := c.App.Writer
 		sched := scheduler.New(client,
 			scheduler.WithReport(func(d scheduler.Decision) { printDecision(w, d, c.Bool("once")) }),
