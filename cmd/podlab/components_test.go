@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/apiserver/rest"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -211,4 +213,116 @@ func TestComponents_DoNotOpenTheStore(t *testing.T) {
 	}
 	mustPodlab(t, state, "delete", "deployment", "web")
 	waitGone(t, state, 60*time.Second)
+}
+
+// A component run once, with no API server answering, fails at once with
+// an error that names the URL, the kubeconfig and the fix; none waits.
+func TestComponents_OnceWithoutAnAPIServer(t *testing.T) {
+	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t)) // found, so that only the API server is missing
+	state := testenv.StateDir(t)
+	port := freePort(t) // nothing listens there
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
+	l := statedir.Layout{Dir: state}
+	url := "https://127.0.0.1:" + strconv.Itoa(port)
+	tests := []struct {
+		name       string
+		args       []string
+		kubeconfig string
+	}{
+		{"scheduler --once", []string{"scheduler", "--once"}, l.Kubeconfig("kube-scheduler")},
+		{"controller-manager --once", []string{"controller-manager", "--once"}, l.Kubeconfig("kube-controller-manager")},
+		{"kubelet --once", []string{"kubelet", "--once"}, l.Kubeconfig("node-1")},
+		{"kubelet --next", []string{"kubelet", "--next"}, l.Kubeconfig("node-1")},
+		{"a stage by --pod reads the pod as admin", []string{"pull", "--pod", "web"}, l.Kubeconfig("admin")},
+		{"a kubeconfig given", []string{"scheduler", "--once", "--kubeconfig", l.Kubeconfig("viewer")}, l.Kubeconfig("viewer")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			out, errOut, err := podlab(t, state, tt.args...)
+			if err == nil {
+				t.Fatalf("podlab %s with no API server: no error\n%s%s", strings.Join(tt.args, " "), out, errOut)
+			}
+			for _, want := range []string{url, tt.kubeconfig, "connection refused", "podlab apiserver &", "lessons/02-apiserver.md"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("podlab %s: the error does not say %q: %v", strings.Join(tt.args, " "), want, err)
+				}
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("podlab %s took %s to fail: it must not wait", strings.Join(tt.args, " "), took)
+			}
+		})
+	}
+	if _, err := os.Stat(l.StoreFile()); err != nil {
+		t.Errorf("the store: %v", err)
+	}
+}
+
+// A kubelet of a node nobody made a kubeconfig for gets its client
+// certificate from the lab's CA, once, as TLS bootstrapping gives one,
+// and acts as system:node:NAME with it.
+func TestKubelet_BootstrapsItsCertificate(t *testing.T) {
+	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
+	state := testenv.StateDir(t)
+	mustPodlab(t, state, "init")
+	serveAPI(t, state)
+	l := statedir.Layout{Dir: state}
+	if _, err := os.Stat(l.Kubeconfig("node-9")); err == nil {
+		t.Fatal("node-9 has a kubeconfig before its kubelet ran: this test needs a node without one")
+	}
+	out := mustKubeletApp(t, state, "kubelet", "--node", "node-9", "--next")
+	want := "bootstrap: the lab CA signed node-9's client certificate (CN=system:node:node-9, O=system:nodes) into " + l.Kubeconfig("node-9")
+	if !strings.Contains(out, want) {
+		t.Errorf("kubelet --node node-9 --next does not say %q:\n%s", want, out)
+	}
+	if !strings.Contains(out, "no pod is bound to node node-9") {
+		t.Errorf("kubelet --node node-9 --next:\n%s", out)
+	}
+	out = mustKubeletApp(t, state, "kubelet", "--node", "node-9", "--next")
+	if strings.Contains(out, "bootstrap:") {
+		t.Errorf("a second run issued the certificate again:\n%s", out)
+	}
+	// the certificate says system:node:node-9, whom the API server
+	// refuses every pod but its own
+	kc := l.Kubeconfig("node-9")
+	if out, err := kubectlWith(testenv.Kubectl(t), kc, "get", "pods", "-A"); err == nil || !strings.Contains(out, `User "system:node:node-9" cannot list resource "pods"`) {
+		t.Errorf("kubectl get pods -A with %s: %v\n%s", kc, err, out)
+	}
+}
+
+// podlab reset refuses while a podlab apiserver serves the store, and
+// loses nothing; once the API server is stopped it resets.
+func TestReset_RefusedWhileTheAPIServerServes(t *testing.T) {
+	testenv.RequireRoot(t)
+	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
+	state := testenv.StateDir(t)
+	port := freePort(t)
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
+	srv, _ := startAPIServer(t, state, port)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			srv.Process.Kill()
+			srv.Wait()
+		}
+	})
+	l := statedir.Layout{Dir: state}
+	_, _, err := podlab(t, state, "reset", "--yes")
+	if !errors.Is(err, rest.ErrStoreServed) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(srv.Process.Pid)) {
+		t.Errorf("reset while podlab apiserver (pid %d) serves the store: %v, want ErrStoreServed naming its pid", srv.Process.Pid, err)
+	}
+	for _, f := range []string{l.StoreFile(), l.CACert(), l.Kubeconfig("admin")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("after the refused reset: %v", err)
+		}
+	}
+	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	srv.Wait()
+	stopped = true
+	mustPodlab(t, state, "reset", "--yes")
+	if _, err := os.Stat(l.StoreFile()); err == nil {
+		t.Errorf("the store is still there after reset")
+	}
 }
