@@ -31,11 +31,22 @@ var kubeletCommand = &cli.Command{
 	Usage:     "run a node's kubelet: register the Node, run the pods bound to it, report their status (steps 6-8 and 14-16)",
 	ArgsUsage: "[--node NAME] [--once | --next | --pod NAME --stage STAGE] [--registry-mirror URL]",
 	Description: `The kubelet is the agent on every node. It is a client of the API server like
-any other, as the user system:node:NAME (group system:nodes), and it is the
-only component that makes things happen on the machine. The Node authorizer
-and the NodeRestriction admission plugin let it read and write only its own
-Node and the pods bound to it: run with another node's identity (--as
-system:node:node-2), it is refused.
+any other, over HTTPS, as the user system:node:NAME (group system:nodes),
+and it is the only component that makes things happen on the machine. Its
+kubeconfig (--kubeconfig, default <state-dir>/kubeconfigs/NAME.kubeconfig)
+names the API server and carries the client certificate that says who it
+is; it never opens the store, so "podlab apiserver" must run (lesson 02). A
+node without a kubeconfig gets one now: the lab's CA signs its client
+certificate, as TLS bootstrapping gives a new kubelet one. The Node
+authorizer and the NodeRestriction admission plugin let it read and write
+only its own Node and the pods bound to it: run with another node's
+identity (--as system:node:node-2 uses node-2's kubeconfig), it is refused.
+
+With --once, --next or --stage it fails at once when no API server
+answers, and says how to start one. Running, it waits for the API server
+with client-go's back-off (800ms doubling to 30s), saying so once, and
+when the API server goes away later its watch retries the same way and
+resumes where it was (or lists again, if the API server answers 410 Gone).
 
 REGISTRATION. It creates its Node object with what it measures here: cpu
 (the CPUs it may use), memory (MemTotal of /proc/meminfo), ephemeral-storage
