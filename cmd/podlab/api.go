@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/remote"
+	"github.com/podlab/podlab/steps/pki"
+	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/store"
 )
 
@@ -52,31 +56,87 @@ type apiSession struct {
 
 func (s *apiSession) Close() error { return s.server.Close() }
 
-// kubeconfigFlag is a component's --kubeconfig: talk to a running `podlab
-// apiserver` over HTTPS, as its own identity, instead of opening the store.
+// kubeconfigFlag is a component's --kubeconfig: the file with the API
+// server's URL, the CA to trust and the client certificate that says who
+// the component is. The default is the one `podlab init` wrote for it.
 func kubeconfigFlag(identity string) cli.Flag {
 	return &cli.StringFlag{
 		Name:  "kubeconfig",
-		Usage: "reach `podlab apiserver` over HTTPS with this kubeconfig (podlab init wrote <state-dir>/kubeconfigs/" + identity + ".kubeconfig); without it, the component opens the store in-process",
+		Usage: "reach `podlab apiserver` over HTTPS with this kubeconfig (default <state-dir>/kubeconfigs/" + identity + ".kubeconfig, which podlab init wrote)",
 	}
 }
 
-// componentClient is a component's way to the API server: over the network
-// with --kubeconfig (the client certificate in it says who the component
-// is), else in-process as defaultUser. done ends it.
-func componentClient(c *cli.Context, defaultUser string) (client apiserver.Interface, done func() error, err error) {
+// componentKubeconfig is the kubeconfig a component uses: --kubeconfig,
+// else the state directory's file of the identity --as names (system:node:NAME
+// is NAME's, system:kube-scheduler kube-scheduler's...), else identity's.
+func componentKubeconfig(c *cli.Context, identity string) (string, error) {
 	if kc := c.String("kubeconfig"); kc != "" {
-		rc, err := remote.FromKubeconfig(kc)
-		if err != nil {
-			return nil, nil, err
-		}
-		return rc, func() error { return nil }, nil
+		return kc, nil
 	}
-	s, err := openAPIAs(c, false, defaultUser)
+	if c.String("token") != "" {
+		return "", errors.New("--token: the components authenticate with the client certificate of a kubeconfig, not a token: pass --kubeconfig FILE, or --as USER for <state-dir>/kubeconfigs/USER.kubeconfig")
+	}
+	dir, err := stateDir(c)
 	if err != nil {
-		return nil, nil, err
+		return "", err
 	}
-	return s.client, s.Close, nil
+	if as := c.String("as"); as != "" {
+		identity = strings.TrimPrefix(strings.TrimPrefix(as, pki.NodeUserPrefix), "system:")
+	}
+	return statedir.Layout{Dir: dir}.Kubeconfig(identity), nil
+}
+
+// componentClient is a component's client of `podlab apiserver`, over
+// HTTPS with its kubeconfig (componentKubeconfig): components never open
+// the store. A component that runs once fails at once when no API server
+// answers, with the fix; a long-running one (wait) says once that it is
+// waiting, waits with client-go's back-off, and later, whenever the API
+// server goes away, says so once and resumes its watches when it is back.
+func componentClient(c *cli.Context, identity string, wait bool) (*remote.Client, error) {
+	kc, err := componentKubeconfig(c, identity)
+	if err != nil {
+		return nil, err
+	}
+	var opts []remote.Option
+	if wait {
+		w := c.App.Writer
+		var host string
+		opts = append(opts, remote.WithReconnect(func(err error) {
+			if err != nil {
+				fmt.Fprintf(w, "waiting for the API server at %s: it does not answer; trying again with back-off (start it with: podlab apiserver &)\n", host)
+			} else {
+				fmt.Fprintf(w, "the API server at %s answers: resuming\n", host)
+			}
+		}))
+		rc, err := remote.FromKubeconfig(kc, opts...)
+		if err != nil {
+			return nil, err
+		}
+		host = rc.Host()
+		return rc, rc.WaitForServer(c.Context)
+	}
+	rc, err := remote.FromKubeconfig(kc)
+	if err != nil {
+		return nil, err
+	}
+	if err := rc.Ping(c.Context); err != nil {
+		return nil, unreachable(rc.Host(), kc, err)
+	}
+	return rc, nil
+}
+
+// unreachable says that no API server answers at host, why, and what to
+// do; it wraps remote.ErrUnreachable (or the status error, if any).
+func unreachable(host, kubeconfig string, err error) error {
+	why := err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		why = ue.Err.Error() // dial tcp ...: connection refused
+	}
+	if !errors.Is(err, remote.ErrUnreachable) {
+		return err
+	}
+	return fmt.Errorf("%w at %s (kubeconfig %s): %s\nstart it with `podlab apiserver &` (lessons/02-apiserver.md), or pass the kubeconfig of the API server that runs (--kubeconfig)", remote.ErrUnreachable, host, kubeconfig, why)
 }
 
 // openAPI opens the API server of the state dir and a client for the user

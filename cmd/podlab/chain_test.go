@@ -26,6 +26,7 @@ func TestDeploymentAcrossTwoNodes(t *testing.T) {
 
 	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
+	serveAPI(t, state)
 	mustPodlab(t, state, "node", "add", "node-2", "--cpu", "2", "--memory", "4Gi")
 
 	// Each component is this test binary run as podlab (see TestMain).

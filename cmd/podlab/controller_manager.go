@@ -29,7 +29,10 @@ It runs controllers, each the same loop (the controller pattern):
   compare   a worker reads the object from the informer's copy: what its
             spec asks for against what exists
   act       it closes the gap through the API server, as the user
-            system:kube-controller-manager (RBAC checks every write)
+            system:kube-controller-manager (RBAC checks every write),
+            over HTTPS with the certificate of its kubeconfig
+            (--kubeconfig, default <state-dir>/kubeconfigs/
+            kube-controller-manager.kubeconfig): it never opens the store
   repeat    a write that loses a race (409 Conflict) is retried later with
             the fresh object; a missed event does no harm, since each sync
             looks at the whole state
@@ -59,7 +62,10 @@ kube-controller-manager -v=4 prints it:
 
 --once lists everything, lets each controller handle it, and repeats while
 something changed (what the Deployment controller writes is work for the
-ReplicaSet controller), then exits. Without it, it runs until Ctrl-C.
+ReplicaSet controller), then exits; it fails at once when no API server
+answers ("podlab apiserver &", lesson 02). Without it, it runs until
+Ctrl-C, waiting for the API server with client-go's back-off, saying so
+once, whenever it does not answer.
 The pods it creates wait for a node: run "podlab scheduler" next.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "once", Usage: "sync everything until nothing changes, then exit"},
@@ -67,11 +73,10 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 		kubeconfigFlag("kube-controller-manager"),
 	},
 	Action: func(c *cli.Context) error {
-		client, closeClient, err := componentClient(c, controllers.User)
+		client, err := componentClient(c, "kube-controller-manager", !c.Bool("once"))
 		if err != nil {
 			return err
 		}
-		defer closeClient()
 		w := c.App.Writer
 		m := controllers.New(client, klog.New(w, klog.WithVerbosity(c.Int("verbosity"))))
 		if c.Bool("once") {

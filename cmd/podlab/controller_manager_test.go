@@ -26,6 +26,7 @@ func controllerManagerApp(t *testing.T, state string, args ...string) (string, e
 func TestControllerManagerOnce(t *testing.T) {
 	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
+	serveAPI(t, state)
 	mustPodlab(t, state, "create", "deployment", "web", "--image", "nginx:1.25", "--replicas", "2")
 
 	out, err := controllerManagerApp(t, state, "controller-manager", "--once")
@@ -59,6 +60,7 @@ func TestControllerManagerOnce(t *testing.T) {
 func TestControllerManagerFailsAsViewer(t *testing.T) {
 	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
+	serveAPI(t, state)
 	mustPodlab(t, state, "create", "deployment", "web", "--image", "nginx:1.25")
 	out, err := controllerManagerApp(t, state, "controller-manager", "--once", "--as", "viewer")
 	if err == nil || !strings.Contains(err.Error(), "forbidden") {

@@ -208,3 +208,19 @@ func freePort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// serveAPI makes state's kubeconfigs name a free port (podlab init run
+// again) and serves state's store there with `podlab apiserver` until the
+// test ends: what the components, clients of the API server only, need.
+// It returns the port.
+func serveAPI(t *testing.T, state string) int {
+	t.Helper()
+	port := freePort(t)
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
+	srv, _ := startAPIServer(t, state, port)
+	t.Cleanup(func() {
+		srv.Process.Signal(syscall.SIGTERM)
+		srv.Wait()
+	})
+	return port
+}

@@ -18,11 +18,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/podlab/podlab/steps/apiserver"
-	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/apiserver/remote"
 	"github.com/podlab/podlab/steps/kubelet"
 	kubeletserver "github.com/podlab/podlab/steps/kubelet/server"
+	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 var kubeletCommand = &cli.Command{
@@ -30,11 +32,22 @@ var kubeletCommand = &cli.Command{
 	Usage:     "run a node's kubelet: register the Node, run the pods bound to it, report their status (steps 6-8 and 14-16)",
 	ArgsUsage: "[--node NAME] [--once | --next | --pod NAME --stage STAGE] [--registry-mirror URL]",
 	Description: `The kubelet is the agent on every node. It is a client of the API server like
-any other, as the user system:node:NAME (group system:nodes), and it is the
-only component that makes things happen on the machine. The Node authorizer
-and the NodeRestriction admission plugin let it read and write only its own
-Node and the pods bound to it: run with another node's identity (--as
-system:node:node-2), it is refused.
+any other, over HTTPS, as the user system:node:NAME (group system:nodes),
+and it is the only component that makes things happen on the machine. Its
+kubeconfig (--kubeconfig, default <state-dir>/kubeconfigs/NAME.kubeconfig)
+names the API server and carries the client certificate that says who it
+is; it never opens the store, so "podlab apiserver" must run (lesson 02). A
+node without a kubeconfig gets one now: the lab's CA signs its client
+certificate, as TLS bootstrapping gives a new kubelet one. The Node
+authorizer and the NodeRestriction admission plugin let it read and write
+only its own Node and the pods bound to it: run with another node's
+identity (--as system:node:node-2 uses node-2's kubeconfig), it is refused.
+
+With --once, --next or --stage it fails at once when no API server
+answers, and says how to start one. Running, it waits for the API server
+with client-go's back-off (800ms doubling to 30s), saying so once, and
+when the API server goes away later its watch retries the same way and
+resumes where it was (or lists again, if the API server answers 410 Gone).
 
 REGISTRATION. It creates its Node object with what it measures here: cpu
 (the CPUs it may use), memory (MemTotal of /proc/meminfo), ephemeral-storage
@@ -147,6 +160,7 @@ Examples:
 		&cli.IntFlag{Name: "port", Value: kubeletserver.DefaultPort, Usage: "the port of the kubelet's HTTPS API (logs, exec); 0: any free port"},
 		&cli.StringFlag{Name: "address", Value: "127.0.0.1", Usage: "the address the kubelet's API listens on, and the node's InternalIP"},
 		&cli.BoolFlag{Name: "seccomp-default", Usage: "give containers that set no seccompProfile the runtime's default filter (RuntimeDefault) instead of none"},
+		kubeconfigFlag("NODE"),
 	},
 	Action: func(c *cli.Context) error {
 		var api *kubeletAPI
@@ -157,11 +171,10 @@ Examples:
 			}
 			defer api.Close()
 		}
-		k, s, err := openKubelet(c, api.endpoint())
+		k, err := openKubelet(c, api.endpoint())
 		if err != nil {
 			return err
 		}
-		defer s.Close()
 		w := c.App.Writer
 		switch {
 		case c.Bool("next"):
@@ -217,34 +230,44 @@ func kubeletUser(c *cli.Context) string {
 	return "system:node:" + c.String("node")
 }
 
-// openKubelet opens the API server as the kubelet of --node (adding its
-// identity to the token file first if needed, as TLS bootstrapping gives a
-// kubelet its client certificate) and sets the kubelet up.
-func openKubelet(c *cli.Context, ep kubeletEndpoint) (*kubelet.Kubelet, *apiSession, error) {
+// openKubelet makes the kubelet of --node, a client of `podlab apiserver`
+// with the node's kubeconfig (nodeKubeconfig), publishing ep (its own API)
+// in its Node.
+func openKubelet(c *cli.Context, ep kubeletEndpoint) (*kubelet.Kubelet, error) {
+	node := c.String("node")
+	if err := nodeKubeconfig(c, node); err != nil {
+		return nil, err
+	}
+	client, err := componentClient(c, node, !c.Bool("once") && !c.Bool("next") && c.String("stage") == "")
+	if err != nil {
+		return nil, err
+	}
+	return newKubelet(c, node, client, ep)
+}
+
+// nodeKubeconfig makes sure node has a kubeconfig when the kubelet will
+// use the state directory's: a node `podlab init` or `podlab node add` did
+// not make gets its client certificate (CN=system:node:NODE,
+// O=system:nodes) signed by the lab's CA now, as TLS bootstrapping gives a
+// new kubelet one.
+func nodeKubeconfig(c *cli.Context, node string) error {
+	if c.String("kubeconfig") != "" || c.String("as") != "" || c.String("token") != "" {
+		return nil
+	}
 	dir, err := stateDir(c)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	node := c.String("node")
-	user := "system:node:" + node
-	if tokens, err := authn.Load(authn.Path(dir)); err == nil {
-		if _, err := tokens.TokenFor(user); err != nil && c.String("as") == "" && c.String("token") == "" {
-			if _, err := apiserver.AddNodeUser(dir, node); err != nil {
-				return nil, nil, fmt.Errorf("adding the kubelet's identity %s: %w", user, err)
-			}
-			fmt.Fprintf(c.App.Writer, "bootstrap: added %s (group system:nodes) to %s, as TLS bootstrapping gives a kubelet its client certificate\n", user, authn.Path(dir))
-		}
+	l := statedir.Layout{Dir: dir}
+	if _, err := os.Stat(l.Kubeconfig(node)); err == nil {
+		return nil
 	}
-	s, err := openAPIAs(c, false, user)
-	if err != nil {
-		return nil, nil, err
+	if _, err := pki.IssueNode(pki.Options{Layout: l}, pki.Node{Name: node, Hosts: pki.MachineHosts()}); err != nil {
+		return fmt.Errorf("giving the kubelet of node %s its client certificate: %w", node, err)
 	}
-	k, err := newKubelet(c, node, s.client, ep)
-	if err != nil {
-		s.Close()
-		return nil, nil, err
-	}
-	return k, s, nil
+	fmt.Fprintf(c.App.Writer, "bootstrap: the lab CA signed %s's client certificate (CN=%s%s, O=%s) into %s, as TLS bootstrapping gives a new kubelet one\n",
+		node, pki.NodeUserPrefix, node, pki.GroupNodes, l.Kubeconfig(node))
+	return nil
 }
 
 // newKubelet sets up node's kubelet, acting through client, with the
@@ -296,12 +319,11 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 // create|start|kill|delete --pod NAME` do. It reads -c/--container,
 // --registry-mirror, --insecure and --runtime where the command has them.
 func runPodStage(c *cli.Context, stage kubelet.StageName) error {
-	s, err := openAPI(c, false)
+	admin, err := componentClient(c, "admin", false)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	obj, err := s.client.Get(c.Context, "pods", namespaceOf(c), c.String("pod"))
+	obj, err := admin.Get(c.Context, "pods", namespaceOf(c), c.String("pod"))
 	if err != nil {
 		return err
 	}
@@ -310,9 +332,16 @@ func runPodStage(c *cli.Context, stage kubelet.StageName) error {
 	if node == "" {
 		return fmt.Errorf("%w: pod %s is not scheduled yet: no kubelet runs it (run podlab scheduler --once)", kubelet.ErrNotOnThisNode, pod.Name)
 	}
-	client, err := s.server.ClientAs("system:node:" + node)
+	if err := nodeKubeconfig(c, node); err != nil {
+		return err
+	}
+	dir, err := stateDir(c)
 	if err != nil {
-		return fmt.Errorf("acting as node %s's kubelet: %w (podlab kubelet --node %s adds its identity)", node, err, node)
+		return err
+	}
+	client, err := remote.FromKubeconfig(statedir.Layout{Dir: dir}.Kubeconfig(node))
+	if err != nil {
+		return fmt.Errorf("acting as node %s's kubelet: %w", node, err)
 	}
 	k, err := newKubelet(c, node, client, kubeletEndpoint{})
 	if err != nil {
@@ -413,6 +442,9 @@ func stageCommand(node string, p *corev1.Pod, s kubelet.Stage) (string, string) 
 
 // printNodeResult prints a registration or heartbeat.
 func printNodeResult(w io.Writer, r *kubelet.NodeResult, err error) {
+	if errors.Is(err, remote.ErrUnreachable) {
+		return // the client has said once that it waits for the API server
+	}
 	if err != nil {
 		fmt.Fprintf(w, "node: %v\n", err)
 		return

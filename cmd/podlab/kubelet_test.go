@@ -59,6 +59,7 @@ func TestKubeletCommand(t *testing.T) {
 
 	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
+	serveAPI(t, state)
 	api, err := apiserver.Open(state)
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +198,7 @@ func TestKubeletCommand(t *testing.T) {
 func TestKubeletCommand_BadInputs(t *testing.T) {
 	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
+	serveAPI(t, state)
 	mustPodlab(t, state, "run", "web", "--image", "nginx")
 	t.Setenv("PODLAB_RUNTIME", "/bin/true") // never run: every case fails before
 	tests := []struct {

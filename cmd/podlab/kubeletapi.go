@@ -97,9 +97,9 @@ func (a *kubeletAPI) serve(ctx context.Context, c *cli.Context, k *kubelet.Kubel
 	if err != nil {
 		return nil, err
 	}
-	kc := c.String("kubeconfig")
-	if kc == "" {
-		kc = l.Kubeconfig(k.Node())
+	kc, err := componentKubeconfig(c, k.Node())
+	if err != nil {
+		return nil, err
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {

@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/steps/apiserver/rest"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/up"
@@ -37,7 +40,10 @@ depend on each other:
 The demo images (demo-images/) and the .deb cache (cache/) stay, since they
 take a while to make again: --all removes them too. Anything else in the
 directory is left alone. A directory with none of etcd/, nodes/ or content/
-inside is not podlab's, and is refused.
+inside is not podlab's, and is refused. So is a reset while a podlab
+apiserver serves the directory's store (stop it first, as kube-apiserver
+before kubeadm reset): reset holds the API server's claim on the store
+(etcd/apiserver.lock) until it is done.
 
 It asks first, unless --yes.
 
@@ -59,6 +65,15 @@ Examples:
 		}
 		if err := up.CheckStateDir(dir); err != nil {
 			return err
+		}
+		// Hold the API server's claim on the store while resetting: none
+		// may serve a store that is being removed, nor start meanwhile.
+		if lock := (statedir.Layout{Dir: dir}).APIServerLock(); dirExists(filepath.Dir(lock)) {
+			release, err := rest.ClaimStore(lock)
+			if err != nil {
+				return fmt.Errorf("resetting %s: %w", dir, err)
+			}
+			defer release()
 		}
 		w := c.App.Writer
 		if !c.Bool("yes") {
@@ -109,4 +124,9 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 		return
 	}
 	fmt.Fprintf(w, "%s is reset: podlab up starts over.\n", dir)
+}
+
+func dirExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }

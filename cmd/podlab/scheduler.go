@@ -58,7 +58,12 @@ and says so under the table.
 
 The scheduler acts as the user system:kube-scheduler, whose RBAC role lets
 it read pods and nodes, create pods/binding, update pods/status and write
-events, and nothing else. It runs until Ctrl-C; --once schedules every pod
+events, and nothing else. It is a client of "podlab apiserver" (lesson 02),
+over HTTPS with the certificate of its kubeconfig (--kubeconfig, default
+<state-dir>/kubeconfigs/kube-scheduler.kubeconfig), and never opens the
+store. --once fails at once when no API server answers; running, it waits
+for it with client-go's back-off, saying so once, and resumes its watches
+when the API server comes back. It runs until Ctrl-C; --once schedules every pod
 pending now, once, and exits (0 even if some stay unschedulable).
 
 Look at the result with: podlab get pods -o wide, podlab describe pod web,
@@ -68,11 +73,10 @@ podlab get events.`,
 		kubeconfigFlag("kube-scheduler"),
 	},
 	Action: func(c *cli.Context) error {
-		client, closeClient, err := componentClient(c, "system:kube-scheduler")
+		client, err := componentClient(c, "kube-scheduler", !c.Bool("once"))
 		if err != nil {
 			return err
 		}
-		defer closeClient()
 		w := c.App.Writer
 		sched := scheduler.New(client,
 			scheduler.WithReport(func(d scheduler.Decision) { printDecision(w, d, c.Bool("once")) }),

@@ -25,6 +25,7 @@ func schedulerApp(t *testing.T, state string, args ...string) (string, error) {
 func TestSchedulerOnce(t *testing.T) {
 	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
+	serveAPI(t, state)
 	mustPodlab(t, state, "node", "add", "node-1", "--cpu", "2", "--memory", "4Gi")
 	mustPodlab(t, state, "run", "web", "--image", "nginx")
 

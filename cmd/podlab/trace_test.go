@@ -72,6 +72,7 @@ func inOrder(t *testing.T, recs []trace.Record, want ...string) {
 func TestTraceCommand(t *testing.T) {
 	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
+	serveAPI(t, state)
 	mustPodlab(t, state, "node", "add", "node-1", "--cpu", "2", "--memory", "4Gi")
 	mustPodlab(t, state, "run", "web", "--image", "nginx")
 	mustTraceApp(t, state, "scheduler", "--once")
@@ -150,6 +151,7 @@ func TestTraceCommand_RealPod(t *testing.T) {
 
 	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
+	serveAPI(t, state)
 	t.Cleanup(func() {
 		podlab(t, state, "delete", "pod", "web", "--force")
 		traceApp(t, state, "kubelet", "--once")

@@ -26,7 +26,16 @@ import (
 type Client struct {
 	host    string
 	clients map[schema.GroupVersion]*rest.RESTClient
+
+	// reconnect and notice: see WithReconnect.
+	reconnect bool
+	notice    func(error)
+	reach     reachability
 }
+
+// coreV1 is the group version of pods, nodes, events...: the client Ping
+// uses.
+var coreV1 = schema.GroupVersion{Version: "v1"}
 
 var _ apiserver.Interface = (*Client)(nil)
 
@@ -34,7 +43,7 @@ var _ apiserver.Interface = (*Client)(nil)
 // --kubeconfig does: `podlab init` writes one per identity under
 // <state-dir>/kubeconfigs/ (admin.kubeconfig, kube-scheduler.kubeconfig,
 // node-1.kubeconfig...).
-func FromKubeconfig(path string) (*Client, error) {
+func FromKubeconfig(path string, opts ...Option) (*Client, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("reading kubeconfig %s: %w: `podlab init` writes the lab's kubeconfigs (run it first, or pass the path of one it wrote)", path, ErrNoKubeconfig)
@@ -45,7 +54,7 @@ func FromKubeconfig(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading kubeconfig %s: %w", path, err)
 	}
-	c, err := New(cfg)
+	c, err := New(cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
@@ -55,7 +64,7 @@ func FromKubeconfig(path string) (*Client, error) {
 // New makes a client from a client-go rest config (its host, TLS and
 // credentials: a client certificate, a bearer token). The config is
 // copied; content type, API paths and serializers are the client's own.
-func New(cfg *rest.Config) (*Client, error) {
+func New(cfg *rest.Config, opts ...Option) (*Client, error) {
 	if cfg == nil || cfg.Host == "" {
 		return nil, errors.New("making an API client: the config names no server (set its Host, e.g. https://127.0.0.1:6443)")
 	}
@@ -88,6 +97,9 @@ func New(cfg *rest.Config) (*Client, error) {
 		}
 		c.clients[gv] = rc
 	}
+	for _, o := range opts {
+		o(c)
+	}
 	return c, nil
 }
 
@@ -114,6 +126,12 @@ func (c *Client) target(resource, namespace string, all bool) (apiserver.Resourc
 // wireError keeps the server's status errors as they are (callers test
 // them with apierrors) and says where the others happened.
 func (c *Client) wireError(doing string, err error) error {
+	err = c.wrapWire(doing, err)
+	c.observe(err)
+	return err
+}
+
+func (c *Client) wrapWire(doing string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -139,8 +157,8 @@ func typed(o runtime.Object) (apiserver.Object, error) {
 
 func (c *Client) object(ctx context.Context, doing string, req *rest.Request) (apiserver.Object, error) {
 	o, err := req.Do(ctx).Get()
-	if err != nil {
-		return nil, c.wireError(doing, err)
+	if err = c.wireError(doing, err); err != nil {
+		return nil, err
 	}
 	return typed(o)
 }
@@ -186,8 +204,8 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts apis
 	if opts.FieldSelector != "" {
 		req = req.Param("fieldSelector", opts.FieldSelector)
 	}
-	if err := req.Do(ctx).Into(list); err != nil {
-		return nil, c.wireError("listing "+res.Name, err)
+	if err := c.wireError("listing "+res.Name, req.Do(ctx).Into(list)); err != nil {
+		return nil, err
 	}
 	items, err := meta.ExtractList(list)
 	if err != nil {
@@ -272,8 +290,8 @@ func (c *Client) Delete(ctx context.Context, resource, namespace, name string, o
 		do.GracePeriodSeconds = &zero
 	}
 	o, err := rc.Delete().NamespaceIfScoped(ns, res.Namespaced).Resource(res.Name).Name(name).Body(&do).Do(ctx).Get()
-	if err != nil {
-		return nil, c.wireError("deleting "+res.Singular+" "+name, err)
+	if err = c.wireError("deleting "+res.Singular+" "+name, err); err != nil {
+		return nil, err
 	}
 	if _, gone := o.(*metav1.Status); gone {
 		return nil, nil // a Success Status: the object is gone

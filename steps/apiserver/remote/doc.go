@@ -42,6 +42,22 @@
 // in-process client may return it from Watch itself; callers check both,
 // as apiserver.Informer does, and list again.
 //
+// # When the API server goes away
+//
+// A component runs longer than any one API server process: it is
+// restarted, upgraded, moved. A client made WithReconnect (what the
+// long-running scheduler, controller-manager and kubelets use) keeps its
+// watches through that, as client-go's reflectors do: a watch that cannot
+// be resumed because nothing answers tries again with back-off (800ms
+// doubling to 30s, with jitter), then resumes from the last resourceVersion
+// it saw, or ends with 410 Expired when the server no longer has that
+// revision, and apiserver.Informer lists again. Single calls still fail at
+// once with ErrUnreachable; their callers retry as they always do. Its
+// notice hears "lost" once when the server stops answering and "back" once
+// when it answers again, however many tries failed between. Ping tells
+// whether anything answers at all (a one-shot command fails fast with it);
+// WaitForServer waits for it with the same back-off.
+//
 // Differences from the in-process client: narration of the gate's phases
 // happens in the server's process (`podlab apiserver -v`), not in the
 // client's.

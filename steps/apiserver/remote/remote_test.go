@@ -2,9 +2,11 @@ package remote_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -38,8 +40,10 @@ type lab struct {
 	s   *apiserver.Server
 	srv *httptest.Server
 
-	mu   sync.Mutex
-	ends []context.CancelFunc // ends the watches being served
+	mu      sync.Mutex
+	ends    []context.CancelFunc // ends the watches being served
+	handler http.Handler
+	again   *http.Server // serving on srv's address after setDown(false)
 }
 
 func newLab(t testing.TB, storeOpts ...store.Option) *lab {
@@ -54,7 +58,7 @@ func newLab(t testing.TB, storeOpts ...store.Option) *lab {
 	}
 	l := &lab{t: t, s: s}
 	h := rest.New(s, rest.WithAuthenticator("token file", s.Tokens()))
-	l.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	l.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("watch") != "" {
 			wctx, end := context.WithCancel(r.Context())
 			defer end()
@@ -64,13 +68,41 @@ func newLab(t testing.TB, storeOpts ...store.Option) *lab {
 			r = r.WithContext(wctx)
 		}
 		h.ServeHTTP(w, r)
-	}))
+	})
+	l.srv = httptest.NewTLSServer(l.handler)
 	t.Cleanup(func() {
 		l.srv.CloseClientConnections()
 		l.srv.Close()
+		l.mu.Lock()
+		if l.again != nil {
+			l.again.Close()
+		}
+		l.mu.Unlock()
 		s.Close()
 	})
 	return l
+}
+
+// setDown stops the server (true: nothing listens on its port, its
+// connections and watches end), or serves again on the same address, with
+// the same certificate (false), as a restarted API server.
+func (l *lab) setDown(down bool) {
+	l.t.Helper()
+	if down {
+		l.srv.Listener.Close()
+		l.endWatches()
+		l.srv.CloseClientConnections()
+		return
+	}
+	ln, err := net.Listen("tcp", l.srv.Listener.Addr().String())
+	if err != nil {
+		l.t.Fatalf("serving again on %s: %v", l.srv.Listener.Addr(), err)
+	}
+	srv := &http.Server{Handler: l.handler}
+	l.mu.Lock()
+	l.again = srv
+	l.mu.Unlock()
+	go srv.Serve(tls.NewListener(ln, l.srv.TLS))
 }
 
 // endWatches ends every watch being served, as a server's timeout does.
@@ -785,5 +817,97 @@ func TestClient_BadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With WithReconnect, a watch outlives its API server going away: it
+// tries again with back-off, resumes from its last resourceVersion when
+// the server answers again, and misses nothing; the notice hears of the
+// outage once and of the return once, however many tries failed between.
+// Without it, the watch ends with ErrUnreachable.
+func TestClient_Watch_ReconnectsAfterTheServerComesBack(t *testing.T) {
+	tests := []struct {
+		name      string
+		reconnect bool
+	}{
+		{"with WithReconnect: resumes", true},
+		{"without: ends with ErrUnreachable", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			l := newLab(t)
+			var (
+				mu      sync.Mutex
+				notices []error
+			)
+			var opts []remote.Option
+			if tt.reconnect {
+				opts = append(opts, remote.WithReconnect(func(err error) {
+					mu.Lock()
+					notices = append(notices, err)
+					mu.Unlock()
+				}))
+			}
+			c, err := remote.New(l.config("admin"), opts...)
+			must(t, err)
+			w, err := c.Watch(ctx, "pods", "", apiserver.ListOptions{})
+			must(t, err)
+			admin := l.inProcess("admin")
+			must(t, ignore(admin.Create(ctx, testPod("a"))))
+			if ev := next(t, w); ev.Object.GetName() != "a" {
+				t.Fatalf("event of %s, want a", ev.Object.GetName())
+			}
+			l.setDown(true)
+			// written while the server does not answer: the resumed
+			// watch must deliver it
+			must(t, ignore(admin.Create(ctx, testPod("b"))))
+			if !tt.reconnect {
+				for ev := range w.Events() {
+					t.Errorf("an event (%s of %s) after the server went away", ev.Type, ev.Object.GetName())
+				}
+				if err := w.Err(); !errors.Is(err, remote.ErrUnreachable) {
+					t.Fatalf("watch without WithReconnect after the server went away: %v, want ErrUnreachable", err)
+				}
+				return
+			}
+			time.Sleep(2 * time.Second) // a few failed tries
+			l.setDown(false)
+			if ev := next(t, w); ev.Type != apiserver.Added || ev.Object.GetName() != "b" {
+				t.Fatalf("after the server came back: %s of %s, want ADDED of b", ev.Type, ev.Object.GetName())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(notices) != 2 || !errors.Is(notices[0], remote.ErrUnreachable) || notices[1] != nil {
+				t.Errorf("notices %v, want [ErrUnreachable, nil]: one when the server went away, one when it came back", notices)
+			}
+		})
+	}
+}
+
+// Ping says whether anything serves the API: nil for an answer, even a
+// 401, ErrUnreachable naming the server for none; WaitForServer returns
+// once the server answers.
+func TestClient_PingAndWaitForServer(t *testing.T) {
+	ctx := testCtx(t)
+	l := newLab(t)
+	anon := l.config("admin")
+	anon.BearerToken = "not-a-token"
+	c, err := remote.New(anon)
+	must(t, err)
+	if err := c.Ping(ctx); err != nil {
+		t.Errorf("Ping with a token the server refuses: %v, want nil (it answered 401)", err)
+	}
+	l.setDown(true)
+	if err := c.Ping(ctx); !errors.Is(err, remote.ErrUnreachable) || !strings.Contains(err.Error(), l.srv.URL) {
+		t.Errorf("Ping of a server that does not answer: %v, want ErrUnreachable naming %s", err, l.srv.URL)
+	}
+	go func() {
+		time.Sleep(time.Second)
+		l.setDown(false)
+	}()
+	if err := c.WaitForServer(ctx); err != nil {
+		t.Errorf("WaitForServer: %v", err)
 	}
 }

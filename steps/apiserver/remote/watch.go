@@ -2,7 +2,9 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,10 +69,28 @@ func (w *watcher) open(ctx context.Context, rv string) (watch.Interface, error) 
 		req = req.Param("fieldSelector", w.opts.FieldSelector)
 	}
 	s, err := req.Watch(ctx)
-	if err != nil {
-		return nil, w.c.wireError("watching "+w.res.Name, err)
+	if err = w.c.wireError("watching "+w.res.Name, err); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// reopen resumes the watch after rv. Without WithReconnect it tries once;
+// with it, while the server does not answer, it tries again with the
+// reflector's back-off until ctx ends.
+func (w *watcher) reopen(ctx context.Context, rv string) (watch.Interface, error) {
+	b := backoff()
+	for {
+		s, err := w.open(ctx, rv)
+		if err == nil || !w.c.reconnect || !errors.Is(err, ErrUnreachable) {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(b.Step()):
+		}
+	}
 }
 
 // run delivers the stream's events, resuming from the last
@@ -95,7 +115,7 @@ func (w *watcher) run(ctx context.Context, s watch.Interface) {
 			w.err = fmt.Errorf("watching %s: the API server %s ended the watch before any event, so it cannot resume: %w (list, then watch from the list's resourceVersion)", w.res.Name, w.c.host, ErrUnreachable)
 			return
 		}
-		if s, err = w.open(ctx, last); err != nil {
+		if s, err = w.reopen(ctx, last); err != nil {
 			if ctx.Err() == nil {
 				w.err = err
 			}
