@@ -19,6 +19,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/rest"
+	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/store"
 )
 
@@ -211,7 +213,11 @@ var storeCompactCommand = &cli.Command{
 are untouched: only history goes. Watches from before REV then fail with
 "required revision has been compacted" (410 Gone in Kubernetes), and their
 clients list again. The store also compacts by itself, keeping the last
-10000 events.`,
+10000 events.
+
+Compacting writes to the store, and only the API server writes to etcd:
+while this state directory's ` + "`podlab apiserver`" + ` runs, compact refuses (stop
+the API server first); get, list and watch still read the store beside it.`,
 	Action: func(c *cli.Context) error {
 		if c.NArg() != 1 {
 			return errors.New("podlab store compact needs a revision: podlab store compact 10")
@@ -220,6 +226,11 @@ clients list again. The store also compacts by itself, keeping the last
 		if err != nil {
 			return fmt.Errorf("podlab store compact %s: the revision is a number, such as a resourceVersion", c.Args().First())
 		}
+		release, err := claimStoreForWrite(c, "compact")
+		if err != nil {
+			return err
+		}
+		defer release()
 		st, err := openStore(c)
 		if err != nil {
 			return err
@@ -255,6 +266,25 @@ func openStore(c *cli.Context) (*store.Store, error) {
 		return nil, fmt.Errorf("no store at %s: run `podlab init` first", path)
 	}
 	return st, err
+}
+
+// claimStoreForWrite takes the API server's claim on the store (the lock
+// `podlab apiserver` holds while it serves) for a subcommand that writes,
+// so that no API server starts during the write either. While one
+// serves, it refuses: as with etcd, writes go through the API server.
+func claimStoreForWrite(c *cli.Context, sub string) (release func(), err error) {
+	dir, err := stateDir(c)
+	if err != nil {
+		return nil, err
+	}
+	release, err = rest.ClaimStore(statedir.Layout{Dir: dir}.APIServerLock())
+	if errors.Is(err, rest.ErrStoreServed) {
+		return nil, fmt.Errorf("podlab store %s writes to the store, and %w.\n"+
+			"While the API server runs, writes go through it (kubectl, or podlab's clients with --kubeconfig), "+
+			"and it compacts the store itself; podlab store get, list and watch still read the store beside it.\n"+
+			"To %s by hand, stop podlab apiserver (Ctrl-C where it runs, or kill the pid above), then run this again", sub, err, sub)
+	}
+	return release, err
 }
 
 func printKV(w io.Writer, path string, rev int64, kv store.KV) {
