@@ -66,7 +66,7 @@ compacted revision fails, Kubernetes answers 410 Gone, and the client lists
 again. Compaction removes history, never the keys themselves.
 
   get KEY            one key: its revisions, version and value
-  list PREFIX        every key under PREFIX (default /), in key order
+  list PREFIX        every key under PREFIX (default /), in key order (--rev N: as at N)
   watch PREFIX       events as they happen (--rev N replays those after N)
   compact REV        remove the log's events up to revision REV
 
@@ -131,9 +131,15 @@ var storeListCommand = &cli.Command{
 	Description: `Reads every key that starts with PREFIX (default /), in key order, in one
 read transaction: a consistent snapshot at one revision, as a Kubernetes
 LIST is. /registry/pods/ is every pod; /registry/pods/default/ the pods of
-one namespace.`,
+one namespace.
+
+--rev N reads the keys as they were at revision N (etcdctl get --rev):
+the store keeps every revision after the compacted one, and the API
+server reads the later pages of a list (kubectl get's chunks of 500) at
+the first page's revision this way, so that the pages are one snapshot.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "keys-only", Usage: "print keys and revisions, not values"},
+		&cli.Int64Flag{Name: "rev", Usage: "read the keys as they were at revision `N`", DefaultText: "the current revision"},
 	},
 	Action: func(c *cli.Context) error {
 		if c.NArg() > 1 {
@@ -149,7 +155,7 @@ one namespace.`,
 		}
 		defer st.Close()
 		return st.View(c.Context, func(tx *store.Tx) error {
-			return printList(c.App.Writer, st.Path(), prefix, c.Bool("keys-only"), tx)
+			return printList(c.App.Writer, st.Path(), prefix, c.Int64("rev"), c.Bool("keys-only"), tx)
 		})
 	},
 }
@@ -362,15 +368,26 @@ func printKVJSON(w io.Writer, kv store.KV) error {
 	return json.NewEncoder(w).Encode(out)
 }
 
-func printList(w io.Writer, path, prefix string, keysOnly bool, tx *store.Tx) error {
-	fmt.Fprintf(w, "store %s: revision %d, compacted up to revision %d (the log holds %s)\n\n",
+func printList(w io.Writer, path, prefix string, rev int64, keysOnly bool, tx *store.Tx) error {
+	switch {
+	case rev != 0 && rev < tx.CompactedRevision():
+		return fmt.Errorf("--rev %d: the store is compacted up to revision %d, and keeps no older state (Kubernetes answers 410 Gone): list at a revision from %d to %d: %w",
+			rev, tx.CompactedRevision(), tx.CompactedRevision(), tx.Revision(), store.ErrCompacted)
+	case rev < 0 || rev > tx.Revision():
+		return fmt.Errorf("--rev %d: the store is at revision %d: list at a revision from %d to %d", rev, tx.Revision(), tx.CompactedRevision(), tx.Revision())
+	}
+	fmt.Fprintf(w, "store %s: revision %d, compacted up to revision %d (the log holds %s)\n",
 		path, tx.Revision(), tx.CompactedRevision(), counted(tx.Events(), "event"))
+	if rev != 0 {
+		fmt.Fprintf(w, "the keys as they were at revision %d\n", rev)
+	}
+	fmt.Fprintln(w)
 	n := 0
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if keysOnly {
 		fmt.Fprintln(tw, "KEY\tCREATE_REVISION\tMOD_REVISION\tVERSION\tBYTES")
 	}
-	err := tx.ForEach(prefix, func(kv store.KV) error {
+	err := tx.ForEachAt(prefix, "", rev, func(kv store.KV) error {
 		n++
 		if keysOnly {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, len(kv.Value))
