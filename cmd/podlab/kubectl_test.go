@@ -57,6 +57,8 @@ func TestKubectl_AgainstPodlabAPIServer(t *testing.T) {
 		{"kubectl get -A has the namespace column", "admin", []string{"get", "pods", "-A"}, []string{"NAMESPACE", "default", "nginx"}, false},
 		{"kubectl describe", "admin", []string{"describe", "pod", "nginx"}, []string{"Name:", "nginx", "Status:", "Pending"}, false},
 		{"kubectl scale", "admin", []string{"scale", "deployment/test", "--replicas=3"}, []string{"deployment.apps/test scaled"}, false},
+		{"kubectl get in chunks of 3: the continue tokens page through", "admin", []string{"get", "clusterroles", "--chunk-size=3", "-o", "name"},
+			[]string{"clusterrole.rbac.authorization.k8s.io/admin", "clusterrole.rbac.authorization.k8s.io/edit", "clusterrole.rbac.authorization.k8s.io/view"}, false},
 		{"kubectl api-resources", "admin", []string{"api-resources"}, []string{"pods", "po", "Pod", "deployments", "deploy"}, false},
 		{"kubectl auth can-i as the viewer", "viewer", []string{"auth", "can-i", "create", "pods"}, []string{"no"}, true},
 		{"the viewer is forbidden to create", "viewer", []string{"run", "x", "--image=nginx"},

@@ -19,6 +19,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/rest"
+	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/store"
 )
 
@@ -64,7 +66,7 @@ compacted revision fails, Kubernetes answers 410 Gone, and the client lists
 again. Compaction removes history, never the keys themselves.
 
   get KEY            one key: its revisions, version and value
-  list PREFIX        every key under PREFIX (default /), in key order
+  list PREFIX        every key under PREFIX (default /), in key order (--rev N: as at N)
   watch PREFIX       events as they happen (--rev N replays those after N)
   compact REV        remove the log's events up to revision REV
 
@@ -129,9 +131,15 @@ var storeListCommand = &cli.Command{
 	Description: `Reads every key that starts with PREFIX (default /), in key order, in one
 read transaction: a consistent snapshot at one revision, as a Kubernetes
 LIST is. /registry/pods/ is every pod; /registry/pods/default/ the pods of
-one namespace.`,
+one namespace.
+
+--rev N reads the keys as they were at revision N (etcdctl get --rev):
+the store keeps every revision after the compacted one, and the API
+server reads the later pages of a list (kubectl get's chunks of 500) at
+the first page's revision this way, so that the pages are one snapshot.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "keys-only", Usage: "print keys and revisions, not values"},
+		&cli.Int64Flag{Name: "rev", Usage: "read the keys as they were at revision `N`", DefaultText: "the current revision"},
 	},
 	Action: func(c *cli.Context) error {
 		if c.NArg() > 1 {
@@ -147,7 +155,7 @@ one namespace.`,
 		}
 		defer st.Close()
 		return st.View(c.Context, func(tx *store.Tx) error {
-			return printList(c.App.Writer, st.Path(), prefix, c.Bool("keys-only"), tx)
+			return printList(c.App.Writer, st.Path(), prefix, c.Int64("rev"), c.Bool("keys-only"), tx)
 		})
 	},
 }
@@ -211,7 +219,11 @@ var storeCompactCommand = &cli.Command{
 are untouched: only history goes. Watches from before REV then fail with
 "required revision has been compacted" (410 Gone in Kubernetes), and their
 clients list again. The store also compacts by itself, keeping the last
-10000 events.`,
+10000 events.
+
+Compacting writes to the store, and only the API server writes to etcd:
+while this state directory's ` + "`podlab apiserver`" + ` runs, compact refuses (stop
+the API server first); get, list and watch still read the store beside it.`,
 	Action: func(c *cli.Context) error {
 		if c.NArg() != 1 {
 			return errors.New("podlab store compact needs a revision: podlab store compact 10")
@@ -220,6 +232,11 @@ clients list again. The store also compacts by itself, keeping the last
 		if err != nil {
 			return fmt.Errorf("podlab store compact %s: the revision is a number, such as a resourceVersion", c.Args().First())
 		}
+		release, err := claimStoreForWrite(c, "compact")
+		if err != nil {
+			return err
+		}
+		defer release()
 		st, err := openStore(c)
 		if err != nil {
 			return err
@@ -255,6 +272,25 @@ func openStore(c *cli.Context) (*store.Store, error) {
 		return nil, fmt.Errorf("no store at %s: run `podlab init` first", path)
 	}
 	return st, err
+}
+
+// claimStoreForWrite takes the API server's claim on the store (the lock
+// `podlab apiserver` holds while it serves) for a subcommand that writes,
+// so that no API server starts during the write either. While one
+// serves, it refuses: as with etcd, writes go through the API server.
+func claimStoreForWrite(c *cli.Context, sub string) (release func(), err error) {
+	dir, err := stateDir(c)
+	if err != nil {
+		return nil, err
+	}
+	release, err = rest.ClaimStore(statedir.Layout{Dir: dir}.APIServerLock())
+	if errors.Is(err, rest.ErrStoreServed) {
+		return nil, fmt.Errorf("podlab store %s writes to the store, and %w.\n"+
+			"While the API server runs, writes go through it (kubectl, or podlab's clients with --kubeconfig), "+
+			"and it compacts the store itself; podlab store get, list and watch still read the store beside it.\n"+
+			"To %s by hand, stop podlab apiserver (Ctrl-C where it runs, or kill the pid above), then run this again", sub, err, sub)
+	}
+	return release, err
 }
 
 func printKV(w io.Writer, path string, rev int64, kv store.KV) {
@@ -332,15 +368,26 @@ func printKVJSON(w io.Writer, kv store.KV) error {
 	return json.NewEncoder(w).Encode(out)
 }
 
-func printList(w io.Writer, path, prefix string, keysOnly bool, tx *store.Tx) error {
-	fmt.Fprintf(w, "store %s: revision %d, compacted up to revision %d (the log holds %s)\n\n",
+func printList(w io.Writer, path, prefix string, rev int64, keysOnly bool, tx *store.Tx) error {
+	switch {
+	case rev != 0 && rev < tx.CompactedRevision():
+		return fmt.Errorf("--rev %d: the store is compacted up to revision %d, and keeps no older state (Kubernetes answers 410 Gone): list at a revision from %d to %d: %w",
+			rev, tx.CompactedRevision(), tx.CompactedRevision(), tx.Revision(), store.ErrCompacted)
+	case rev < 0 || rev > tx.Revision():
+		return fmt.Errorf("--rev %d: the store is at revision %d: list at a revision from %d to %d", rev, tx.Revision(), tx.CompactedRevision(), tx.Revision())
+	}
+	fmt.Fprintf(w, "store %s: revision %d, compacted up to revision %d (the log holds %s)\n",
 		path, tx.Revision(), tx.CompactedRevision(), counted(tx.Events(), "event"))
+	if rev != 0 {
+		fmt.Fprintf(w, "the keys as they were at revision %d\n", rev)
+	}
+	fmt.Fprintln(w)
 	n := 0
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if keysOnly {
 		fmt.Fprintln(tw, "KEY\tCREATE_REVISION\tMOD_REVISION\tVERSION\tBYTES")
 	}
-	err := tx.ForEach(prefix, func(kv store.KV) error {
+	err := tx.ForEachAt(prefix, "", rev, func(kv store.KV) error {
 		n++
 		if keysOnly {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version, len(kv.Value))

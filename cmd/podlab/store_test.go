@@ -50,6 +50,9 @@ func TestStoreCommand(t *testing.T) {
 			`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"db"}`, "2 keys under /registry/pods/"}},
 		{"list keys only, flags after the prefix", []string{"store", "list", "/registry/", "--keys-only"}, []string{
 			"KEY", "/registry/namespaces/default", "3 keys under /registry/"}},
+		{"list at a revision, before the update", []string{"store", "list", "/registry/pods/", "--rev", "3"}, []string{
+			"the keys as they were at revision 3", "/registry/pods/default/web  create_revision=1 mod_revision=1 version=1",
+			`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web"},"spec"`, "2 keys under /registry/pods/"}},
 		{"compact", []string{"store", "compact", "2"}, []string{"removed 2 events (revisions 1 to 2)", "revisions 3 to 4"}},
 		{"compact again", []string{"store", "compact", "1"}, []string{"nothing to compact"}},
 	}
@@ -112,6 +115,8 @@ func TestStoreCommand(t *testing.T) {
 		{"get without a key", state, []string{"store", "get"}, "needs one key"},
 		{"compact a word", state, []string{"store", "compact", "ten"}, "the revision is a number"},
 		{"compact the future", state, []string{"store", "compact", "99"}, "the store is at revision 4"},
+		{"list a compacted revision", state, []string{"store", "list", "/", "--rev", "1"}, "compacted up to revision 2, and keeps no older state"},
+		{"list the future", state, []string{"store", "list", "/", "--rev", "99"}, "the store is at revision 4: list at a revision from 2 to 4"},
 		{"watch a compacted revision", state, []string{"store", "watch", "/", "--rev", "1"}, "410 Gone"},
 	}
 	for _, tt := range bad {

@@ -82,14 +82,28 @@ type ListOptions struct {
 	// spec.nodeName and status.phase (=, ==, !=), as a kubelet's
 	// "spec.nodeName=node-1".
 	FieldSelector string
-	// ResourceVersion: for Watch, the revision to start after.
+	// ResourceVersion: for Watch, the revision to start after. For List,
+	// with ResourceVersionMatch, which state to read (see paging.go).
 	ResourceVersion string
+	// ResourceVersionMatch (List): "Exact" reads the state at
+	// ResourceVersion, "NotOlderThan" the current one once the store has
+	// reached it.
+	ResourceVersionMatch string
+	// Limit (List) returns at most that many objects, and a Continue
+	// token for the rest; Continue (List) reads the next page, at the
+	// first page's revision.
+	Limit    int64
+	Continue string
 }
 
 // List is the result of a list call.
 type List struct {
 	Items           []Object
 	ResourceVersion string
+	// Continue reads the next page, when the list was limited and more
+	// objects remain; RemainingItemCount counts them (without selectors).
+	Continue           string
+	RemainingItemCount *int64
 }
 
 // PatchOptions control a patch.

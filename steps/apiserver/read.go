@@ -117,19 +117,43 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 	if err != nil {
 		return nil, err
 	}
+	prefix := res.Prefix(namespace)
+	plan, err := planList(opts, prefix)
+	if err != nil {
+		return nil, err
+	}
 	u, err := c.authenticate()
 	if err != nil {
 		return nil, err
 	}
+	if plan.minRev > 0 {
+		if err := c.s.waitForRevision(ctx, plan.minRev); err != nil {
+			return nil, err
+		}
+	}
 	var raw []store.KV
 	var rev int64
+	var beyond int64 // keys after the page, counted, not read (no selector)
 	err = c.s.store.View(ctx, func(tx *store.Tx) error {
 		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "list", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, FieldSelector: sel.fields.Requirements()}); err != nil {
 			return err
 		}
 		rev = tx.Revision()
-		raw, err = tx.List(res.Prefix(namespace))
-		return err
+		if plan.rev != 0 {
+			rev = plan.rev
+		}
+		err := tx.ForEachAt(prefix, plan.from, plan.rev, func(kv store.KV) error {
+			if opts.Limit > 0 && sel.empty() && int64(len(raw)) >= opts.Limit {
+				beyond++
+				return nil
+			}
+			raw = append(raw, kv)
+			return nil
+		})
+		if err != nil {
+			return plan.storeError(err, tx.Revision(), prefix)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -141,9 +165,20 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 		return nil, err
 	}
 	if c.phases != nil {
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("listed %d keys under %s at revision %d, %d match", len(raw), res.Prefix(namespace), rev, len(items))})
+		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("listed %d keys under %s at revision %d, %d match", len(raw), prefix, rev, len(items))})
 	}
-	return &List{Items: items, ResourceVersion: strconv.FormatInt(rev, 10)}, nil
+	l := &List{Items: items, ResourceVersion: strconv.FormatInt(rev, 10)}
+	if opts.Limit > 0 && (beyond > 0 || int64(len(items)) > opts.Limit) {
+		if int64(len(items)) > opts.Limit {
+			beyond = 0 // with a selector: more match, how many is not counted (as kube)
+			l.Items = items[:opts.Limit]
+		} else {
+			l.RemainingItemCount = &beyond
+		}
+		last := l.Items[len(l.Items)-1]
+		l.Continue = encodeContinue(res.Key(last.GetNamespace(), last.GetName())+"\x00", prefix, rev)
+	}
+	return l, nil
 }
 
 // decodeAll decodes stored objects and keeps those sel matches, in key

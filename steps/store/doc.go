@@ -36,7 +36,14 @@
 // ErrCompacted (Kubernetes: 410 Gone, "too old resource version"), and the
 // client lists again. Compaction never removes a key's current value, however
 // old its revision: as in etcd, it removes the values that were replaced
-// and the deleted keys.
+// and the deleted keys, and keeps the state at the compacted revision.
+//
+// Reading the past. Until compaction passes it, the state at any revision
+// can be read again (Tx.ForEachAt, etcd's range read "with revision"):
+// the current keys, minus what the history after that revision changed,
+// plus the values those writes replaced. kube-apiserver reads the later
+// pages of a list (limit, continue) at the first page's revision this
+// way, so that a list in pages is one consistent snapshot.
 //
 // The file. It is one bbolt file (etcd's own storage engine), by default
 // <state-dir>/etcd/store.db, and beside it a write-ahead log,

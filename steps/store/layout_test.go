@@ -13,8 +13,9 @@ import (
 
 // checkLayout checks the file's invariants: every key's entry points at a
 // record of its own key; the records up to the compacted revision are
-// exactly the live keys' current values; Events counts the records after
-// it.
+// the live keys' current values, and the values a write after it
+// replaced (the state at the compacted revision); Events counts the
+// records after it.
 func checkLayout(t *testing.T, s *Store) {
 	t.Helper()
 	err := s.View(context.Background(), func(tx *Tx) error {
@@ -30,8 +31,14 @@ func checkLayout(t *testing.T, s *Store) {
 			}
 			current[string(revKey(kr.mod, kr.sub))] = string(k)
 		}
-		var after int64
+		replacedLater := map[string]bool{} // revKey -> replaced by a write after the compacted revision
 		rc := tx.revs.Cursor()
+		for k, v := rc.Seek(revKey(tx.compacted+1, 0)); k != nil; k, v = rc.Next() {
+			if rec, ok := parseRecord(v); ok && rec.typ != Added {
+				replacedLater[string(revKey(rec.prevRev, rec.prevSub))] = true
+			}
+		}
+		var after int64
 		for k, v := rc.First(); k != nil; k, v = rc.Next() {
 			rec, ok := parseRecord(v)
 			if !ok {
@@ -39,7 +46,7 @@ func checkLayout(t *testing.T, s *Store) {
 			}
 			if revisionOf(k) > tx.compacted {
 				after++
-			} else if current[string(k)] != string(rec.key) {
+			} else if current[string(k)] != string(rec.key) && !replacedLater[string(k)] {
 				t.Errorf("the %s record of %s at revision %d is at or before the compacted revision %d, but not the key's value",
 					rec.typ, rec.key, revisionOf(k), tx.compacted)
 			}
@@ -137,11 +144,19 @@ func TestTx_Compact_KeepsCurrentValues(t *testing.T) {
 			}
 			checkLayout(t, s)
 
-			// Replacing the old value removes its record at once: no
-			// compaction will pass revision 1 again.
+			// Replacing the old value keeps its record, the key's value at
+			// the compacted revision (a list at that revision reads it),
+			// until compaction passes the update.
 			rev := update(t, s, put("/old", "new", 1))
+			if got := recordsOf(t, s, "/old"); len(got) != 2 || got[0] != 1 || got[1] != rev {
+				t.Errorf("/old has records at %v after its update at %d, want 1 and %d", got, rev, rev)
+			}
+			checkLayout(t, s)
+			if err := s.Compact(ctx, rev); err != nil {
+				t.Fatal(err)
+			}
 			if got := recordsOf(t, s, "/old"); len(got) != 1 || got[0] != rev {
-				t.Errorf("/old has records at %v after its update at %d, want only that one", got, rev)
+				t.Errorf("/old has records at %v after compacting past its update at %d, want only that one", got, rev)
 			}
 			if kv, _ := get(t, s, "/old"); string(kv.Value) != "new" || kv.Version != 2 || kv.CreateRevision != 1 {
 				t.Errorf("/old after the update: %+v", kv)
@@ -195,7 +210,7 @@ func TestTx_Compact_RemovesDeletedKeys(t *testing.T) {
 
 // TestStore_Watch_DeletedCarriesLastValue: a DELETED event has the deleted
 // object, even when the revision that wrote it was compacted; a MODIFIED
-// event's PrevKV is there while the previous revision is, and nil after.
+// event's PrevKV is there too, until compaction passes the event.
 func TestStore_Watch_DeletedCarriesLastValue(t *testing.T) {
 	s, _ := tempStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -220,8 +235,9 @@ func TestStore_Watch_DeletedCarriesLastValue(t *testing.T) {
 		{"deleted after its value's revision was compacted", got[0],
 			KV{Key: "/w/a", Value: []byte("2"), CreateRevision: 1, ModRevision: 4, Version: 2},
 			&KV{Key: "/w/a", Value: []byte("2"), CreateRevision: 1, ModRevision: 2, Version: 2}, Deleted},
-		{"modified, previous revision compacted", got[1],
-			KV{Key: "/w/m", Value: []byte("b"), CreateRevision: 3, ModRevision: 5, Version: 2}, nil, Modified},
+		{"modified, previous revision compacted (its value kept, as the state at the compacted revision)", got[1],
+			KV{Key: "/w/m", Value: []byte("b"), CreateRevision: 3, ModRevision: 5, Version: 2},
+			&KV{Key: "/w/m", Value: []byte("a"), CreateRevision: 3, ModRevision: 3, Version: 1}, Modified},
 		{"modified, previous revision in the history", got[2],
 			KV{Key: "/w/m", Value: []byte("c"), CreateRevision: 3, ModRevision: 6, Version: 3},
 			&KV{Key: "/w/m", Value: []byte("b"), CreateRevision: 3, ModRevision: 5, Version: 2}, Modified},

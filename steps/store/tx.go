@@ -173,10 +173,9 @@ type Event struct {
 	KV KV
 	// PrevKV is the key before the write, for Modified and Deleted. A
 	// Deleted event always has it (its value is KV's). A Modified event
-	// reads it from the previous write's record while revs still holds it:
-	// PrevKV is nil once compaction passed the previous write's revision
-	// (the record of a value that was replaced is history, and compaction
-	// removes history).
+	// reads it from the previous write's record, which revs holds until
+	// compaction passes this write (a value kept by an earlier compaction
+	// stays until then too: see dropReplaced); nil if it is gone.
 	PrevKV *KV
 }
 
@@ -464,12 +463,15 @@ func (tx *Tx) write(kv KV, rec record) error {
 	return tx.keys.Put(rec.key, kr.encode())
 }
 
-// dropReplaced removes the record of a key's previous value once a write
-// replaced it, if compaction already passed its revision: it was kept only
-// because it was the key's current value. A record after the compacted
-// revision is history, which compaction removes in its turn.
+// dropReplaced removes the record of a key's previous value when a write
+// at or before the compacted revision (after a Compact to this very
+// revision) replaced it. Otherwise the record stays, even if compaction
+// already passed its revision (it was kept as the key's value then): the
+// state at the compacted revision stays readable (ForEachAt), as etcd's
+// does, and compaction removes the record once it passes the write that
+// replaced it (see compact).
 func (tx *Tx) dropReplaced(prev keyRecord) error {
-	if prev.mod > tx.compacted {
+	if prev.mod > tx.compacted || tx.rev > tx.compacted {
 		return nil
 	}
 	return tx.revs.Delete(revKey(prev.mod, prev.sub))
@@ -477,9 +479,10 @@ func (tx *Tx) dropReplaced(prev keyRecord) error {
 
 // Compact removes the history up to and including revision rev, and
 // returns how many events it removed. Watches from before rev then fail
-// with ErrCompacted. As in etcd, the records of those revisions that still
-// hold the current value of their key stay, as the key's value; the others
-// (values since replaced, deletions) go. Compacting to a revision already
+// with ErrCompacted. As in etcd, the state at rev stays: each key's last
+// value up to rev, as the key's value or the value a later write replaced
+// (ForEachAt reads it); the others (values replaced up to rev, deletions)
+// go. Compacting to a revision already
 // compacted removes nothing (etcd answers ErrCompacted there). Compaction
 // is not a write: it does not advance the revision.
 func (tx *Tx) Compact(rev int64) (removed int, err error) {
@@ -529,7 +532,8 @@ func (tx *Tx) autoCompact() error {
 // compact takes the oldest events after the compacted revision out of the
 // history, up to revision upTo: all of them if atLeast < 0, else at least
 // atLeast events, rounded up to a whole revision. Their records go, except
-// those still pointed at by their key's entry. It returns how many events
+// each key's last value up to the new compacted revision (its current
+// value, or one a later write replaced). It returns how many events
 // it took and the last revision touched; the caller moves tx.compacted.
 func (tx *Tx) compact(upTo int64, atLeast int) (int, int64, error) {
 	var drop [][]byte
@@ -547,8 +551,15 @@ func (tx *Tx) compact(upTo int64, atLeast int) (int, int64, error) {
 		if !ok {
 			return 0, 0, fmt.Errorf("corrupt store: the record at revision %d is truncated", rev)
 		}
-		if !tx.isCurrent(rec.key, k) {
+		// What stays is the state at the new compacted revision, as in
+		// etcd: each key's last value up to it. A deletion goes, and so
+		// does every value a write up to it replaced (also one an
+		// earlier compaction kept).
+		if rec.typ == Deleted {
 			drop = append(drop, bytes.Clone(k))
+		}
+		if rec.typ != Added {
+			drop = append(drop, revKey(rec.prevRev, rec.prevSub))
 		}
 	}
 	// Deleting while a cursor walks the bucket would make it skip records.
@@ -559,13 +570,6 @@ func (tx *Tx) compact(upTo int64, atLeast int) (int, int64, error) {
 	}
 	tx.events -= int64(n)
 	return n, last, nil
-}
-
-// isCurrent reports whether the record at ref (revision + sub-index) holds
-// key's current value.
-func (tx *Tx) isCurrent(key, ref []byte) bool {
-	b := tx.keys.Get(key)
-	return len(b) == keyRecordLen && bytes.Equal(b[8:16], ref[:8]) && bytes.Equal(b[24:28], ref[8:12])
 }
 
 // finish writes the counters back; Update calls it before committing.

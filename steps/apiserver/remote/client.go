@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -204,6 +205,15 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts apis
 	if opts.FieldSelector != "" {
 		req = req.Param("fieldSelector", opts.FieldSelector)
 	}
+	for name, v := range map[string]string{"resourceVersion": opts.ResourceVersion,
+		"resourceVersionMatch": opts.ResourceVersionMatch, "continue": opts.Continue} {
+		if v != "" {
+			req = req.Param(name, v)
+		}
+	}
+	if opts.Limit > 0 {
+		req = req.Param("limit", strconv.FormatInt(opts.Limit, 10))
+	}
 	if err := c.wireError("listing "+res.Name, req.Do(ctx).Into(list)); err != nil {
 		return nil, err
 	}
@@ -221,6 +231,7 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts apis
 	}
 	if lm, err := meta.ListAccessor(list); err == nil {
 		out.ResourceVersion = lm.GetResourceVersion()
+		out.Continue, out.RemainingItemCount = lm.GetContinue(), lm.GetRemainingItemCount()
 	}
 	return out, nil
 }

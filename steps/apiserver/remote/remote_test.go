@@ -522,6 +522,7 @@ func TestClient_List(t *testing.T) {
 		{"label selector", "po", "default", apiserver.ListOptions{LabelSelector: "tier=web"}, []string{"b", "c"}},
 		{"field selector", "pods", "default", apiserver.ListOptions{FieldSelector: "metadata.name=a"}, []string{"a"}},
 		{"cluster-scoped", "namespaces", "ignored", apiserver.ListOptions{FieldSelector: "metadata.name=default"}, []string{"default"}},
+		{"a page", "pods", "default", apiserver.ListOptions{Limit: 2}, []string{"a", "b"}},
 	}
 	local, wire := newLab(t), newLab(t)
 	lc, wc := local.inProcess("admin"), wire.remote("admin")
@@ -552,6 +553,10 @@ func TestClient_List(t *testing.T) {
 			}
 			if wl.ResourceVersion == "" || wl.ResourceVersion != ll.ResourceVersion {
 				t.Errorf("remote list resourceVersion %q, in-process %q", wl.ResourceVersion, ll.ResourceVersion)
+			}
+			if wl.Continue != ll.Continue || fmt.Sprint(ptr.Deref(wl.RemainingItemCount, -1)) != fmt.Sprint(ptr.Deref(ll.RemainingItemCount, -1)) ||
+				(tt.opts.Limit > 0) != (wl.Continue != "" && wl.RemainingItemCount != nil && *wl.RemainingItemCount == 1) {
+				t.Errorf("remote list continue %q remaining %d, in-process %q %d", wl.Continue, ptr.Deref(wl.RemainingItemCount, -1), ll.Continue, ptr.Deref(ll.RemainingItemCount, -1))
 			}
 			for i := range ll.Items {
 				normalize(ll.Items[i])

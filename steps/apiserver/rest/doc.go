@@ -49,7 +49,8 @@
 // # What is served
 //
 // Every resource of apiserver.Resources(), namespaced and cluster-scoped:
-// GET (get; list with labelSelector, fieldSelector, limit and continue;
+// GET (get; list with labelSelector, fieldSelector, limit, continue,
+// resourceVersion and resourceVersionMatch;
 // watch), POST (create), PUT (update), PATCH (strategic merge, JSON merge
 // and JSON patch), DELETE (gracePeriodSeconds; propagationPolicy is
 // accepted: podlab has no garbage collector to hand it to). Subresources:
@@ -95,9 +96,12 @@
 // TableConvertor. Without them, those paths are 404 and tables are not
 // offered: kubectl asks for a Table or plain JSON, and gets JSON.
 //
+// Lists in pages are read as kube-apiserver reads them from etcd: the
+// continue token holds the first page's revision, and every later page is
+// read at it, so the pages are one snapshot (410 Expired once compaction
+// passes it); resourceVersion with resourceVersionMatch=Exact reads the
+// state at that revision (see apiserver's paging.go).
+//
 // Differences from kube-apiserver, on purpose or for now: only JSON (and
-// YAML request bodies); a list's continue token resumes after the last
-// key it returned, reading the store as it is now, not at the first page's
-// revision (kube reads etcd at that revision); a list at an older
-// resourceVersion reads the current state.
+// YAML request bodies).
 package rest

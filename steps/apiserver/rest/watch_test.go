@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -229,7 +230,20 @@ func TestWatch_Wire(t *testing.T) {
 	})
 }
 
-// A watch whose client goes away costs nothing: its goroutines end.
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// Watches whose clients go away cost nothing: 200 watches, each running
+// (it has sent its first event, so the server holds a store watcher for
+// it), dropped by cancelling the request or by closing the body, leave no
+// goroutine and no file descriptor (store watchers use inotify) behind.
 func TestWatch_DisconnectCostsNothing(t *testing.T) {
 	l := newLab(t, nil)
 	pods := l.clientset("admin").CoreV1().Pods("default")
@@ -238,21 +252,43 @@ func TestWatch_DisconnectCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.srv.Client().CloseIdleConnections()
-	before := runtime.NumGoroutine()
-	for range 20 {
+	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	const n = 200
+	drops := make([]func(), 0, n)
+	for i := range n {
 		wctx, cancel := context.WithCancel(ctx(t))
-		_, done := rawWatch(t, l, wctx, "resourceVersion="+p.ResourceVersion)
-		cancel()
-		done()
+		sc, closeBody := rawWatch(t, l, wctx, "resourceVersion=0")
+		if ev := readEvent(t, sc); ev.Type != "ADDED" || ev.Object.Metadata.Name != p.Name {
+			t.Fatalf("watch %d: first event %s %s", i, ev.Type, ev.Object.Metadata.Name)
+		}
+		if i%2 == 0 {
+			drops = append(drops, func() { cancel() })
+		} else {
+			drops = append(drops, func() { closeBody(); cancel() })
+		}
 	}
-	l.srv.Client().CloseIdleConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before+2 {
+	if g := runtime.NumGoroutine(); g < goroutines+n {
+		t.Fatalf("%d goroutines with %d watches open, %d before: the watches are not running", g, n, goroutines)
+	}
+	for _, drop := range drops {
+		drop()
+	}
+	if _, err := pods.Create(ctx(t), testPod("after"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		l.srv.Client().CloseIdleConnections()
+		g, f := runtime.NumGoroutine(), openFDs(t)
+		if g <= goroutines+2 && f <= fds+2 {
+			return
+		}
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines after 20 watches came and went, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("after %d watches came and went: %d goroutines (%d before), %d fds (%d before):\n%s",
+				n, g, goroutines, f, fds, buf[:runtime.Stack(buf, true)])
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

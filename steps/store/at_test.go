@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// listAt reads the keys under prefix from from at rev, as "key=value@mod".
+func listAt(s *Store, prefix, from string, rev int64) (string, error) {
+	var got []string
+	err := s.View(context.Background(), func(tx *Tx) error {
+		return tx.ForEachAt(prefix, from, rev, func(kv KV) error {
+			got = append(got, fmt.Sprintf("%s=%s@%d/v%d", strings.TrimPrefix(kv.Key, prefix), kv.Value, kv.ModRevision, kv.Version))
+			return nil
+		})
+	})
+	return strings.Join(got, " "), err
+}
+
+// TestTx_ForEachAt: the keys as they were at a revision, whatever was
+// created, changed or deleted since, also across a compaction up to that
+// revision.
+func TestTx_ForEachAt(t *testing.T) {
+	s, _ := tempStore(t)
+	update(t, s,
+		create("/p/b", "b1"), create("/p/d", "d1"), create("/p/f", "f1"), create("/other", "o"), // 1-4
+		put("/p/b", "b2", 0), // 5
+	)
+	// the state at 5: b=b2 d=d1 f=f1
+	update(t, s,
+		create("/p/a", "a1"), put("/p/d", "d2", 0), del("/p/f", 0), create("/p/e", "e1"), // 6-9
+		put("/p/d", "d3", 0), create("/p/f", "f2"), del("/p/b", 0), // 10-12
+	)
+	tests := []struct {
+		name string
+		from string
+		rev  int64
+		want string
+	}{
+		{"now", "", 0, "a=a1@6/v1 d=d3@10/v3 e=e1@9/v1 f=f2@11/v1"},
+		{"the current revision", "", 12, "a=a1@6/v1 d=d3@10/v3 e=e1@9/v1 f=f2@11/v1"},
+		{"at 5: before the creates, updates and deletes", "", 5, "b=b2@5/v2 d=d1@2/v1 f=f1@3/v1"},
+		{"at 7: one update in", "", 7, "a=a1@6/v1 b=b2@5/v2 d=d2@7/v2 f=f1@3/v1"},
+		{"at 1", "", 1, "b=b1@1/v1"},
+		{"at 5 from a key", "/p/c", 5, "d=d1@2/v1 f=f1@3/v1"},
+		{"at 5 after the last key", "/p/g", 5, ""},
+		{"at 5 from a key and its null byte", "/p/d\x00", 5, "f=f1@3/v1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := listAt(s, "/p/", tt.from, tt.rev)
+			if err != nil || got != tt.want {
+				t.Errorf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+
+	// Compacting up to 5 keeps the state at 5 readable, and no older one.
+	if err := s.Compact(context.Background(), 5); err != nil {
+		t.Fatal(err)
+	}
+	checkLayout(t, s)
+	if got, err := listAt(s, "/p/", "", 5); err != nil || got != "b=b2@5/v2 d=d1@2/v1 f=f1@3/v1" {
+		t.Errorf("at 5 after compacting up to 5: %q, %v", got, err)
+	}
+	bad := []struct {
+		name string
+		rev  int64
+		is   error
+	}{
+		{"a compacted revision", 4, ErrCompacted},
+		{"a future revision", 13, ErrBadRevision},
+		{"a negative revision", -1, ErrBadRevision},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := listAt(s, "/p/", "", tt.rev); !errors.Is(err, tt.is) {
+				t.Errorf("got %v, want %v", err, tt.is)
+			}
+		})
+	}
+	// Once compaction passes the writes after 5, their replaced values go.
+	if err := s.Compact(context.Background(), 12); err != nil {
+		t.Fatal(err)
+	}
+	checkLayout(t, s)
+	if _, err := listAt(s, "/p/", "", 5); !errors.Is(err, ErrCompacted) {
+		t.Errorf("at 5 after compacting up to 12: %v, want ErrCompacted", err)
+	}
+	for _, k := range []string{"/p/b", "/p/d", "/p/f"} {
+		if got := recordsOf(t, s, k); len(got) > 1 {
+			t.Errorf("%s has records at %v after compacting up to 12", k, got)
+		}
+	}
+}
