@@ -119,6 +119,10 @@ func runAPIServer(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = rest.ListenAndServe(ctx, cfg, rest.New(s, opts...), func(addr string) {
+		// podlab's own commands find this server through the claim
+		if err := rest.Advertise(l.APIServerLock(), rest.URLFor(addr)); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "warning: %v (podlab get, run, ... will not find this server)\n", err)
+		}
 		fmt.Fprintf(c.App.Writer, "serving the Kubernetes API on https://%s (store %s); Ctrl-C stops\n", addr, store.Path(dir))
 	})
 	if err == nil {
