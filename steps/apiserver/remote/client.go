@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+
 	"github.com/podlab/podlab/steps/apiserver"
 )
 
@@ -26,6 +28,9 @@ import (
 type Client struct {
 	host    string
 	clients map[schema.GroupVersion]*rest.RESTClient
+	// authz sends access reviews (authorization.k8s.io/v1), which are no
+	// stored resource
+	authz *rest.RESTClient
 }
 
 var _ apiserver.Interface = (*Client)(nil)
@@ -35,6 +40,22 @@ var _ apiserver.Interface = (*Client)(nil)
 // <state-dir>/kubeconfigs/ (admin.kubeconfig, kube-scheduler.kubeconfig,
 // node-1.kubeconfig...).
 func FromKubeconfig(path string) (*Client, error) {
+	cfg, err := LoadKubeconfig(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// LoadKubeconfig reads a kubeconfig file into client-go's rest config:
+// the server, its CA and the credentials of the current context. Change
+// it (Host for another port, Impersonate for kubectl's --as, WrapTransport
+// to narrate requests) and pass it to New.
+func LoadKubeconfig(path string) (*rest.Config, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("reading kubeconfig %s: %w: `podlab init` writes the lab's kubeconfigs (run it first, or pass the path of one it wrote)", path, ErrNoKubeconfig)
@@ -45,11 +66,7 @@ func FromKubeconfig(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading kubeconfig %s: %w", path, err)
 	}
-	c, err := New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	return c, nil
+	return cfg, nil
 }
 
 // New makes a client from a client-go rest config (its host, TLS and
@@ -87,6 +104,15 @@ func New(cfg *rest.Config) (*Client, error) {
 			return nil, fmt.Errorf("making an API client for %s (%s): %w", cfg.Host, gv, err)
 		}
 		c.clients[gv] = rc
+	}
+	ac := rest.CopyConfig(base)
+	ac.GroupVersion = &authorizationv1.SchemeGroupVersion
+	ac.APIPath = "/apis"
+	ac.ContentType = runtime.ContentTypeJSON
+	ac.AcceptContentTypes = runtime.ContentTypeJSON
+	ac.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if c.authz, err = rest.RESTClientForConfigAndClient(ac, hc); err != nil {
+		return nil, fmt.Errorf("making an API client for %s (%s): %w", cfg.Host, authorizationv1.SchemeGroupVersion, err)
 	}
 	return c, nil
 }
