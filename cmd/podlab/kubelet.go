@@ -261,7 +261,7 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface) (*kubel
 // create|start|kill|delete --pod NAME` do. It reads -c/--container,
 // --registry-mirror, --insecure and --runtime where the command has them.
 func runPodStage(c *cli.Context, stage kubelet.StageName) error {
-	s, err := openAPI(c, false)
+	s, err := openAPIAs(c, false, "admin") // in-process: it acts as the node with s.server
 	if err != nil {
 		return err
 	}
