@@ -328,11 +328,7 @@ func openAPIAs(c *cli.Context, write bool, defaultUser string) (*apiSession, err
 // and, when verbose, what each phase looked at or changed.
 func phasePrinter(w io.Writer, verbose bool) func(apiserver.Phase) {
 	return func(p apiserver.Phase) {
-		what := p.Summary
-		if p.Plugin != "" {
-			what = p.Plugin + ": " + what
-		}
-		fmt.Fprintf(w, "  %-21s %s\n", p.Name, what)
+		fmt.Fprintf(w, "  %s\n", p.Line())
 		if verbose {
 			for _, d := range p.Details {
 				fmt.Fprintf(w, "  %-21s   - %s\n", "", d)

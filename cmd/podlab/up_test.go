@@ -125,6 +125,7 @@ func TestUp_BarePod(t *testing.T) {
 	for _, want := range []string{
 		"podlab init: the state directory had no control plane",
 		"the image registry: started in-process on http://127.0.0.1:",
+		"kube-apiserver: serving the Kubernetes API in-process on https://127.0.0.1:",
 		"storage               etcd (bbolt): created /registry/pods/default/hello at revision",
 		"chose node node-1",
 		"event ADDED pod default/hello at revision",
@@ -144,6 +145,12 @@ func TestUp_BarePod(t *testing.T) {
 		"| Hello from podlab/hello!",
 		"|   hostname  hello",
 		"the in-process registry on http://127.0.0.1:",
+		// every component went through the API server over HTTPS, with
+		// its own client certificate
+		"requests over HTTPS on https://127.0.0.1:",
+		"POST /api/v1/namespaces/default/pods (admin) 201 Created",
+		"POST /api/v1/namespaces/default/pods/hello/binding (system:kube-scheduler) 201 Created",
+		"/api/v1/namespaces/default/pods/hello/status (system:node:node-1) 200 OK",
 		"podlab exec hello -- /hello --once",
 		"podlab reset",
 	} {
