@@ -29,7 +29,7 @@ func apiFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:    "as",
-			Usage:   "act as USER from the token file (admin, developer, viewer, system:kube-scheduler, ...); default admin",
+			Usage:   "act as USER from the token file (admin, developer, viewer, system:kube-scheduler, ...); default admin. With podlab apiserver running: impersonation, as kubectl --as",
 			EnvVars: []string{"PODLAB_AS"},
 		},
 		&cli.StringFlag{
@@ -40,7 +40,7 @@ func apiFlags() []cli.Flag {
 		&cli.BoolFlag{
 			Name:    "v",
 			Aliases: []string{"verbose"},
-			Usage:   "narrate every phase of the API server's gate, with what each decided",
+			Usage:   "narrate every phase of the API server's gate, with what each decided (with podlab apiserver running: each HTTPS request, as kubectl -v=6; the phases are in the server's log)",
 		},
 	}
 }

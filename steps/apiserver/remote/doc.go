@@ -42,6 +42,14 @@
 // in-process client may return it from Watch itself; callers check both,
 // as apiserver.Informer does, and list again.
 //
+// # Beyond apiserver.Interface
+//
+// AccessReview and RulesReview ask what kubectl auth can-i asks
+// (SelfSubjectAccessReview, SelfSubjectRulesReview). LoadKubeconfig gives
+// the rest config of a kubeconfig to adjust before New: its Host (the port
+// a server really listens on), Impersonate (kubectl --as), WrapTransport
+// (RequestLog narrates each request as kubectl -v=6 does).
+//
 // Differences from the in-process client: narration of the gate's phases
 // happens in the server's process (`podlab apiserver -v`), not in the
 // client's.
