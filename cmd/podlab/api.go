@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	restclient "k8s.io/client-go/rest"
@@ -166,6 +167,7 @@ func openNetwork(c *cli.Context, l statedir.Layout, claim rest.Claimant, write b
 	cfg.Host = claim.URL         // the port it listens on, whatever the kubeconfig says
 	cfg.QPS, cfg.Burst = 50, 300 // kubectl's
 	user := authn.User{Name: "admin", Groups: []string{"system:masters"}}
+	var unauthorized string
 	how := "as admin (its client certificate in " + kubeconfig + ")"
 	switch as, token := c.String("as"), c.String("token"); {
 	case token != "":
@@ -180,6 +182,8 @@ func openNetwork(c *cli.Context, l statedir.Layout, claim rest.Claimant, write b
 			}
 		}
 		how = "with the bearer token of --token (" + user.Name + ")"
+		// the in-process gate's hint, for the server's bare "Unauthorized"
+		unauthorized = "the bearer token is not in the token file " + authn.Path(l.Dir) + "; act as a user with --as NAME, or pass one of its tokens"
 	case as != "" && as != "admin":
 		// kubectl --as: admin (system:masters) may impersonate anyone. The
 		// groups are the token file's for that user, sent as
@@ -212,7 +216,7 @@ func openNetwork(c *cli.Context, l statedir.Layout, claim rest.Claimant, write b
 	if err != nil {
 		return nil, err
 	}
-	nc := &networkClient{Client: rc, user: user}
+	nc := &networkClient{Client: rc, user: user, unauthorized: unauthorized}
 	if write {
 		// where the in-process gate prints its phases, one line
 		nc.gateNote = func() {
@@ -229,6 +233,32 @@ type networkClient struct {
 	// gateNote, when set, is called with each write, where the in-process
 	// gate narrates its phases.
 	gateNote func()
+	// unauthorized is the hint a 401 gets, as the in-process gate gives it.
+	unauthorized string
+}
+
+// hint adds the in-process gate's hint to a 401, so that an error reads
+// the same either way.
+func (n *networkClient) hint(err error) error {
+	if n.unauthorized != "" && apierrors.IsUnauthorized(err) {
+		return fmt.Errorf("%w: %s", err, n.unauthorized)
+	}
+	return err
+}
+
+func (n *networkClient) Get(ctx context.Context, resource, namespace, name string) (apiserver.Object, error) {
+	obj, err := n.Client.Get(ctx, resource, namespace, name)
+	return obj, n.hint(err)
+}
+
+func (n *networkClient) List(ctx context.Context, resource, namespace string, opts apiserver.ListOptions) (*apiserver.List, error) {
+	l, err := n.Client.List(ctx, resource, namespace, opts)
+	return l, n.hint(err)
+}
+
+func (n *networkClient) Watch(ctx context.Context, resource, namespace string, opts apiserver.ListOptions) (apiserver.Watcher, error) {
+	w, err := n.Client.Watch(ctx, resource, namespace, opts)
+	return w, n.hint(err)
 }
 
 func (n *networkClient) note() {
@@ -239,44 +269,49 @@ func (n *networkClient) note() {
 
 func (n *networkClient) Create(ctx context.Context, obj apiserver.Object) (apiserver.Object, error) {
 	defer n.note()
-	return n.Client.Create(ctx, obj)
+	obj, err := n.Client.Create(ctx, obj)
+	return obj, n.hint(err)
 }
 
 func (n *networkClient) Update(ctx context.Context, obj apiserver.Object) (apiserver.Object, error) {
 	defer n.note()
-	return n.Client.Update(ctx, obj)
+	obj, err := n.Client.Update(ctx, obj)
+	return obj, n.hint(err)
 }
 
 func (n *networkClient) UpdateStatus(ctx context.Context, obj apiserver.Object) (apiserver.Object, error) {
 	defer n.note()
-	return n.Client.UpdateStatus(ctx, obj)
+	obj, err := n.Client.UpdateStatus(ctx, obj)
+	return obj, n.hint(err)
 }
 
 func (n *networkClient) Patch(ctx context.Context, resource, namespace, name string, pt types.PatchType, data []byte, opts apiserver.PatchOptions) (apiserver.Object, error) {
 	defer n.note()
-	return n.Client.Patch(ctx, resource, namespace, name, pt, data, opts)
+	obj, err := n.Client.Patch(ctx, resource, namespace, name, pt, data, opts)
+	return obj, n.hint(err)
 }
 
 func (n *networkClient) Bind(ctx context.Context, b *corev1.Binding) error {
 	defer n.note()
-	return n.Client.Bind(ctx, b)
+	return n.hint(n.Client.Bind(ctx, b))
 }
 
 func (n *networkClient) Delete(ctx context.Context, resource, namespace, name string, opts apiserver.DeleteOptions) (apiserver.Object, error) {
 	defer n.note()
-	return n.Client.Delete(ctx, resource, namespace, name, opts)
+	obj, err := n.Client.Delete(ctx, resource, namespace, name, opts)
+	return obj, n.hint(err)
 }
 
 // Access asks with a SelfSubjectAccessReview.
 func (n *networkClient) Access(ctx context.Context, verb, resource, subresource, namespace, name string) (authn.User, rbac.Decision, error) {
 	d, err := n.AccessReview(ctx, verb, resource, subresource, namespace, name)
-	return n.user, d, err
+	return n.user, d, n.hint(err)
 }
 
 // Rules asks with a SelfSubjectRulesReview.
 func (n *networkClient) Rules(ctx context.Context, namespace string) (authn.User, []rbacv1.PolicyRule, error) {
 	rules, err := n.RulesReview(ctx, namespace)
-	return n.user, rules, err
+	return n.user, rules, n.hint(err)
 }
 
 // openAPIAs is openAPI for a component with its own identity (the

@@ -87,8 +87,9 @@ func TestCommands_ClientsOfTheAPIServerWhenItRuns(t *testing.T) {
 		},
 	}
 	// bad input reads the same either way, and loses nothing
-	bad := []struct{ name, want string }{
-		{"nosuchuser", `--as nosuchuser: no such user in the token file: "nosuchuser"`},
+	bad := []struct{ flag, want string }{
+		{"--as nosuchuser", `--as nosuchuser: no such user in the token file: "nosuchuser"`},
+		{"--token nope", "Unauthorized: the bearer token is not in the token file " + authn.Path(state) + "; act as a user with --as NAME, or pass one of its tokens"},
 	}
 	run := func(t *testing.T, args []string, fails string, want, not []string, network bool) {
 		t.Helper()
@@ -113,7 +114,7 @@ func TestCommands_ClientsOfTheAPIServerWhenItRuns(t *testing.T) {
 		t.Run("in-process/"+tt.name, func(t *testing.T) { run(t, tt.args, tt.fails, tt.inProcess, nil, false) })
 	}
 	for _, b := range bad {
-		t.Run("in-process/bad/"+b.name, func(t *testing.T) { run(t, []string{"--as", b.name, "get", "pods"}, b.want, nil, nil, false) })
+		t.Run("in-process/bad/"+b.flag, func(t *testing.T) { run(t, append(strings.Fields(b.flag), "get", "pods"), b.want, nil, nil, false) })
 	}
 
 	srv, stderr := startAPIServer(t, state, port)
@@ -125,7 +126,7 @@ func TestCommands_ClientsOfTheAPIServerWhenItRuns(t *testing.T) {
 		t.Run("network/"+tt.name, func(t *testing.T) { run(t, tt.args, tt.fails, tt.network, tt.notNetwork, true) })
 	}
 	for _, b := range bad {
-		t.Run("network/bad/"+b.name, func(t *testing.T) { run(t, []string{"--as", b.name, "get", "pods"}, b.want, nil, nil, true) })
+		t.Run("network/bad/"+b.flag, func(t *testing.T) { run(t, append(strings.Fields(b.flag), "get", "pods"), b.want, nil, nil, true) })
 	}
 
 	// once the server stops, the commands open the store again
