@@ -12,7 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	restclient "k8s.io/client-go/rest"
 
 	"github.com/podlab/podlab/steps/apiserver"
@@ -126,7 +125,7 @@ func openAPI(c *cli.Context, write bool) (*apiSession, error) {
 		return nil, err
 	}
 	l := statedir.Layout{Dir: dir}
-	claim, serving, err := servingAPIServer(c.Context, l)
+	claim, serving, err := rest.WaitServing(c.Context, l.APIServerLock(), 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -137,24 +136,6 @@ func openAPI(c *cli.Context, write bool) (*apiSession, error) {
 		return openAPIAs(c, write, "admin")
 	}
 	return openNetwork(c, l, claim, write)
-}
-
-// servingAPIServer is the API server that serves the state directory, if
-// one does. One that holds the claim but has not written its URL yet is
-// starting: wait for it, 10 s at most.
-func servingAPIServer(ctx context.Context, l statedir.Layout) (rest.Claimant, bool, error) {
-	claim, serving, err := rest.Serving(l.APIServerLock())
-	if err != nil || !serving || claim.URL != "" {
-		return claim, serving, err
-	}
-	werr := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, false, func(context.Context) (bool, error) {
-		claim, serving, err = rest.Serving(l.APIServerLock())
-		return err != nil || !serving || claim.URL != "", err
-	})
-	if err != nil || !serving || claim.URL != "" {
-		return claim, serving, err
-	}
-	return claim, serving, fmt.Errorf("podlab apiserver (pid %d) holds the store of %s but serves nothing after 10s: %w (is it stuck? stop it, or wait and try again)", claim.PID, l.Dir, werr)
 }
 
 // openNetwork is openAPI over HTTPS to the API server claim names.

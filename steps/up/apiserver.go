@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
 	"github.com/podlab/podlab/steps/apiserver/remote"
@@ -208,20 +206,9 @@ func startAPIServer(ctx context.Context, stateDir string, onPhase func(request s
 // runningAPIServer is the podlab apiserver serving the state directory,
 // if one does (waiting, 10 s at most, for one that is starting).
 func runningAPIServer(ctx context.Context, l statedir.Layout) (*APIServer, bool, error) {
-	var claim rest.Claimant
-	var serving bool
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		var err error
-		claim, serving, err = rest.Serving(l.APIServerLock())
-		return !serving || claim.URL != "", err
-	})
-	switch {
-	case serving && claim.URL == "":
-		return nil, false, fmt.Errorf("podlab apiserver (pid %d) holds the store of %s but serves nothing after 10s: %w (stop it, or wait and try again)", claim.PID, l.Dir, err)
-	case err != nil:
+	claim, serving, err := rest.WaitServing(ctx, l.APIServerLock(), 10*time.Second)
+	if err != nil || !serving {
 		return nil, false, err
-	case !serving:
-		return nil, false, nil
 	}
 	return &APIServer{URL: claim.URL, PID: claim.PID, stop: func() {}}, true, nil
 }

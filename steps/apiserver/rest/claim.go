@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,8 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrStoreServed means another API server already serves the store: two
@@ -102,6 +105,30 @@ func Serving(path string) (Claimant, bool, error) {
 		return Claimant{}, true, fmt.Errorf("reading the API server's claim %s: %w", path, err)
 	}
 	return parseClaim(b), true, nil
+}
+
+// ErrNotServing: an API server holds the claim but has not advertised
+// its URL within the wait: it is stuck starting, or is not podlab's.
+var ErrNotServing = errors.New("the API server holds the store but serves no URL")
+
+// WaitServing is Serving for a caller about to connect: an API server
+// that holds the claim but has not advertised its URL yet is starting, so
+// it asks again every 50 ms, for at most timeout (then ErrNotServing).
+func WaitServing(ctx context.Context, path string, timeout time.Duration) (Claimant, bool, error) {
+	var c Claimant
+	var serving bool
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		var err error
+		c, serving, err = Serving(path)
+		return !serving || c.URL != "", err
+	})
+	switch {
+	case serving && c.URL == "":
+		return c, true, fmt.Errorf("%w after %s (pid %d holds %s): stop it, or wait and try again", ErrNotServing, timeout, c.PID, path)
+	case err != nil:
+		return c, serving, err
+	}
+	return c, serving, nil
 }
 
 // parseClaim reads "PID\nURL\n"; a line without its newline is not

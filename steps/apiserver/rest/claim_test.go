@@ -1,12 +1,14 @@
 package rest_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/podlab/podlab/steps/apiserver/rest"
 )
@@ -77,5 +79,29 @@ func TestURLFor(t *testing.T) {
 				t.Errorf("URLFor(%q) = %q, want %q", tt.addr, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestWaitServing(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "etcd", "apiserver.lock")
+	if _, ok, err := rest.WaitServing(ctx, path, time.Second); ok || err != nil {
+		t.Fatalf("nothing claimed: %v %v, want not serving at once", ok, err)
+	}
+	release, err := rest.ClaimStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if _, ok, err := rest.WaitServing(ctx, path, 200*time.Millisecond); !ok || !errors.Is(err, rest.ErrNotServing) {
+		t.Fatalf("claimed, never advertised: %v %v, want ErrNotServing", ok, err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		rest.Advertise(path, "https://127.0.0.1:6443")
+	}()
+	c, ok, err := rest.WaitServing(ctx, path, 5*time.Second)
+	if !ok || err != nil || c.URL != "https://127.0.0.1:6443" {
+		t.Fatalf("advertised while waiting: %+v %v %v", c, ok, err)
 	}
 }
