@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,9 +10,17 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/apiserver/rbac"
 	"github.com/podlab/podlab/steps/apiserver/remote"
+	"github.com/podlab/podlab/steps/apiserver/rest"
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/store"
@@ -23,7 +32,7 @@ func apiFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:    "as",
-			Usage:   "act as USER from the token file (admin, developer, viewer, system:kube-scheduler, ...); default admin",
+			Usage:   "act as USER from the token file (admin, developer, viewer, system:kube-scheduler, ...); default admin. With podlab apiserver running: impersonation, as kubectl --as",
 			EnvVars: []string{"PODLAB_AS"},
 		},
 		&cli.StringFlag{
@@ -34,7 +43,7 @@ func apiFlags() []cli.Flag {
 		&cli.BoolFlag{
 			Name:    "v",
 			Aliases: []string{"verbose"},
-			Usage:   "narrate every phase of the API server's gate, with what each decided",
+			Usage:   "narrate every phase of the API server's gate, with what each decided (with podlab apiserver running: each HTTPS request, as kubectl -v=6; the phases are in the server's log)",
 		},
 	}
 }
@@ -48,13 +57,33 @@ func allNamespacesFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "all-namespaces", Aliases: []string{"A"}, Usage: "every namespace"}
 }
 
-// apiSession is an opened API server and a client of it, for one command.
+// apiSession is one command's way to the API server: over HTTPS when a
+// podlab apiserver serves the state directory, else the gate opened
+// in-process on the store.
 type apiSession struct {
+	// server is the gate opened in-process; nil over the network.
 	server *apiserver.Server
-	client *apiserver.Client
+	// client is what the command calls: *apiserver.Client in-process, a
+	// *networkClient over HTTPS. Both answer "may I?" (reviewer).
+	client interface {
+		apiserver.Interface
+		reviewer
+	}
 }
 
-func (s *apiSession) Close() error { return s.server.Close() }
+// reviewer answers kubectl auth can-i: may the client's user do this, and
+// what may it do in a namespace.
+type reviewer interface {
+	Access(ctx context.Context, verb, resource, subresource, namespace, name string) (authn.User, rbac.Decision, error)
+	Rules(ctx context.Context, namespace string) (authn.User, []rbacv1.PolicyRule, error)
+}
+
+func (s *apiSession) Close() error {
+	if s.server == nil {
+		return nil
+	}
+	return s.server.Close()
+}
 
 // kubeconfigFlag is a component's --kubeconfig: the file with the API
 // server's URL, the CA to trust and the client certificate that says who
@@ -139,12 +168,190 @@ func unreachable(host, kubeconfig string, err error) error {
 	return fmt.Errorf("%w at %s (kubeconfig %s): %s\nstart it with `podlab apiserver &` (lessons/02-apiserver.md), or pass the kubeconfig of the API server that runs (--kubeconfig)", remote.ErrUnreachable, host, kubeconfig, why)
 }
 
-// openAPI opens the API server of the state dir and a client for the user
-// the global flags name. Writes print each phase of the gate as it
-// happens; reads print them with -v (to stderr, so that -o yaml stays
-// clean).
+// openAPI is a kubectl-style command's client of the state directory's
+// API server, for the user the global flags name (default admin). When a
+// podlab apiserver serves the state directory (it holds the store's claim,
+// with its URL in it: rest.Serving), the command is its client over HTTPS
+// with <state-dir>/kubeconfigs/admin.kubeconfig: --as is impersonation,
+// --token a bearer token, and -v narrates each request as kubectl -v=6
+// does. Otherwise it opens the store in-process, as before there was a
+// server: writes print each phase of the gate as it happens; reads print
+// them with -v (to stderr, so that -o yaml stays clean). -v says which way
+// was taken.
 func openAPI(c *cli.Context, write bool) (*apiSession, error) {
-	return openAPIAs(c, write, "admin")
+	dir, err := stateDir(c)
+	if err != nil {
+		return nil, err
+	}
+	l := statedir.Layout{Dir: dir}
+	claim, serving, err := rest.WaitServing(c.Context, l.APIServerLock(), 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if !serving {
+		if c.Bool("v") {
+			fmt.Fprintf(c.App.ErrWriter, "no podlab apiserver serves %s: opening its store in-process, where the gate runs (start `podlab apiserver` and this command becomes its client over HTTPS)\n", dir)
+		}
+		return openAPIAs(c, write, "admin")
+	}
+	return openNetwork(c, l, claim, write)
+}
+
+// openNetwork is openAPI over HTTPS to the API server claim names.
+func openNetwork(c *cli.Context, l statedir.Layout, claim rest.Claimant, write bool) (*apiSession, error) {
+	kubeconfig := l.Kubeconfig("admin")
+	cfg, err := remote.LoadKubeconfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("podlab apiserver (pid %d) serves %s: %w", claim.PID, l.Dir, err)
+	}
+	cfg.Host = claim.URL         // the port it listens on, whatever the kubeconfig says
+	cfg.QPS, cfg.Burst = 50, 300 // kubectl's
+	user := authn.User{Name: "admin", Groups: []string{"system:masters"}}
+	var unauthorized string
+	how := "as admin (its client certificate in " + kubeconfig + ")"
+	switch as, token := c.String("as"), c.String("token"); {
+	case token != "":
+		// the token alone: a client certificate would be authenticated first
+		cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData = nil, nil
+		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
+		cfg.BearerToken = token
+		user = authn.User{Name: "the bearer token's user"}
+		if tokens, err := authn.Load(authn.Path(l.Dir)); err == nil {
+			if u, ok := tokens.Authenticate(token); ok {
+				user = u
+			}
+		}
+		how = "with the bearer token of --token (" + user.Name + ")"
+		// the in-process gate's hint, for the server's bare "Unauthorized"
+		unauthorized = "the bearer token is not in the token file " + authn.Path(l.Dir) + "; act as a user with --as NAME, or pass one of its tokens"
+	case as != "" && as != "admin":
+		// kubectl --as: admin (system:masters) may impersonate anyone. The
+		// groups are the token file's for that user, sent as
+		// Impersonate-Group, since impersonation looks nothing up.
+		tokens, err := authn.Load(authn.Path(l.Dir))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tokens.TokenFor(as); err != nil {
+			return nil, fmt.Errorf("--as %s: %w", as, err)
+		}
+		user = authn.User{Name: as}
+		for _, e := range tokens.Entries() {
+			if e.User.Name == as {
+				user.Groups = e.User.Groups
+			}
+		}
+		cfg.Impersonate = restclient.ImpersonationConfig{UserName: as, Groups: user.Groups}
+		how = fmt.Sprintf("as admin impersonating %s (Impersonate-User: %s", as, as)
+		for _, g := range user.Groups {
+			how += ", Impersonate-Group: " + g
+		}
+		how += ")"
+	}
+	if c.Bool("v") {
+		fmt.Fprintf(c.App.ErrWriter, "podlab apiserver (pid %d) serves %s: a client of it at %s over HTTPS, %s\n", claim.PID, l.Dir, claim.URL, how)
+		cfg.WrapTransport = remote.RequestLog(c.App.ErrWriter)
+	}
+	rc, err := remote.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nc := &networkClient{Client: rc, user: user, unauthorized: unauthorized}
+	if write {
+		// where the in-process gate prints its phases, one line
+		nc.gateNote = func() {
+			fmt.Fprintf(c.App.Writer, "  the gate (authentication, authorization, admission, validation) ran in podlab apiserver (pid %d, %s): its phases are in its log (podlab apiserver -v)\n", claim.PID, claim.URL)
+		}
+	}
+	return &apiSession{client: nc}, nil
+}
+
+// networkClient is the API server over HTTPS, acting as user.
+type networkClient struct {
+	*remote.Client
+	user authn.User
+	// gateNote, when set, is called with each write, where the in-process
+	// gate narrates its phases.
+	gateNote func()
+	// unauthorized is the hint a 401 gets, as the in-process gate gives it.
+	unauthorized string
+}
+
+// hint adds the in-process gate's hint to a 401, so that an error reads
+// the same either way.
+func (n *networkClient) hint(err error) error {
+	if n.unauthorized != "" && apierrors.IsUnauthorized(err) {
+		return fmt.Errorf("%w: %s", err, n.unauthorized)
+	}
+	return err
+}
+
+func (n *networkClient) Get(ctx context.Context, resource, namespace, name string) (apiserver.Object, error) {
+	obj, err := n.Client.Get(ctx, resource, namespace, name)
+	return obj, n.hint(err)
+}
+
+func (n *networkClient) List(ctx context.Context, resource, namespace string, opts apiserver.ListOptions) (*apiserver.List, error) {
+	l, err := n.Client.List(ctx, resource, namespace, opts)
+	return l, n.hint(err)
+}
+
+func (n *networkClient) Watch(ctx context.Context, resource, namespace string, opts apiserver.ListOptions) (apiserver.Watcher, error) {
+	w, err := n.Client.Watch(ctx, resource, namespace, opts)
+	return w, n.hint(err)
+}
+
+func (n *networkClient) note() {
+	if n.gateNote != nil {
+		n.gateNote()
+	}
+}
+
+func (n *networkClient) Create(ctx context.Context, obj apiserver.Object) (apiserver.Object, error) {
+	defer n.note()
+	obj, err := n.Client.Create(ctx, obj)
+	return obj, n.hint(err)
+}
+
+func (n *networkClient) Update(ctx context.Context, obj apiserver.Object) (apiserver.Object, error) {
+	defer n.note()
+	obj, err := n.Client.Update(ctx, obj)
+	return obj, n.hint(err)
+}
+
+func (n *networkClient) UpdateStatus(ctx context.Context, obj apiserver.Object) (apiserver.Object, error) {
+	defer n.note()
+	obj, err := n.Client.UpdateStatus(ctx, obj)
+	return obj, n.hint(err)
+}
+
+func (n *networkClient) Patch(ctx context.Context, resource, namespace, name string, pt types.PatchType, data []byte, opts apiserver.PatchOptions) (apiserver.Object, error) {
+	defer n.note()
+	obj, err := n.Client.Patch(ctx, resource, namespace, name, pt, data, opts)
+	return obj, n.hint(err)
+}
+
+func (n *networkClient) Bind(ctx context.Context, b *corev1.Binding) error {
+	defer n.note()
+	return n.hint(n.Client.Bind(ctx, b))
+}
+
+func (n *networkClient) Delete(ctx context.Context, resource, namespace, name string, opts apiserver.DeleteOptions) (apiserver.Object, error) {
+	defer n.note()
+	obj, err := n.Client.Delete(ctx, resource, namespace, name, opts)
+	return obj, n.hint(err)
+}
+
+// Access asks with a SelfSubjectAccessReview.
+func (n *networkClient) Access(ctx context.Context, verb, resource, subresource, namespace, name string) (authn.User, rbac.Decision, error) {
+	d, err := n.AccessReview(ctx, verb, resource, subresource, namespace, name)
+	return n.user, d, n.hint(err)
+}
+
+// Rules asks with a SelfSubjectRulesReview.
+func (n *networkClient) Rules(ctx context.Context, namespace string) (authn.User, []rbacv1.PolicyRule, error) {
+	rules, err := n.RulesReview(ctx, namespace)
+	return n.user, rules, n.hint(err)
 }
 
 // openAPIAs is openAPI for a component with its own identity (the
@@ -196,11 +403,7 @@ func openAPIAs(c *cli.Context, write bool, defaultUser string) (*apiSession, err
 // and, when verbose, what each phase looked at or changed.
 func phasePrinter(w io.Writer, verbose bool) func(apiserver.Phase) {
 	return func(p apiserver.Phase) {
-		what := p.Summary
-		if p.Plugin != "" {
-			what = p.Plugin + ": " + what
-		}
-		fmt.Fprintf(w, "  %-21s %s\n", p.Name, what)
+		fmt.Fprintf(w, "  %s\n", p.Line())
 		if verbose {
 			for _, d := range p.Details {
 				fmt.Fprintf(w, "  %-21s   - %s\n", "", d)

@@ -10,9 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/apiserver"
-	"github.com/podlab/podlab/steps/apiserver/authn"
-	"github.com/podlab/podlab/steps/apiserver/discovery"
-	"github.com/podlab/podlab/steps/apiserver/printers"
 	"github.com/podlab/podlab/steps/apiserver/rest"
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/statedir"
@@ -101,10 +98,6 @@ func runAPIServer(c *cli.Context) error {
 	if err != nil {
 		return err // before opening the store
 	}
-	nonResource, err := discovery.Handler(discovery.Options{})
-	if err != nil {
-		return err
-	}
 	release, err := rest.ClaimStore(l.APIServerLock())
 	if err != nil {
 		return err // one API server per store
@@ -115,15 +108,7 @@ func runAPIServer(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	// kube-apiserver's union authenticator: a client certificate its CA
-	// signed (--client-ca-file), then the static token file
-	// (--token-auth-file); the first that knows the request decides.
-	opts := []rest.Option{
-		rest.WithAuthenticator("x509", authn.NewX509(tlsConfig.ClientCAs)),
-		rest.WithAuthenticator("token file", s.Tokens()),
-		rest.WithFallback(nonResource),
-		rest.WithTableConvertor(printers.TableConvertor{}),
-	}
+	var opts []rest.Option
 	if c.Bool("v") {
 		opts = append(opts, rest.LogPhases(c.App.ErrWriter))
 	}
@@ -141,9 +126,17 @@ func runAPIServer(c *cli.Context) error {
 	default:
 		return err
 	}
+	h, err := rest.NewKubeAPIServer(s, tlsConfig.ClientCAs, opts...)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = rest.ListenAndServe(ctx, cfg, rest.New(s, opts...), func(addr string) {
+	err = rest.ListenAndServe(ctx, cfg, h, func(addr string) {
+		// podlab's own commands find this server through the claim
+		if err := rest.Advertise(l.APIServerLock(), rest.URLFor(addr)); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "warning: %v (podlab get, run, ... will not find this server)\n", err)
+		}
 		fmt.Fprintf(c.App.Writer, "serving the Kubernetes API on https://%s (store %s); Ctrl-C stops\n", addr, store.Path(dir))
 	})
 	if err == nil {

@@ -25,13 +25,17 @@ seed numbers it: what the step is, which component did it (and as which
 user), and what happened for real (the revision written, the node chosen,
 the bundle path, the container id, the namespaces read back from /proc).
 
-  before    podlab init if the state directory has no control plane; the
-            image registry, in-process on 127.0.0.1 and a free port, serving
+  before    podlab init if the state directory has no control plane (its
+            store, users, CA, certificates and kubeconfigs); kube-apiserver:
+            the podlab apiserver serving the state directory if one runs,
+            else the same server in-process on 127.0.0.1 and a free port,
+            the only opener of the store while up runs; the image registry, in-process on 127.0.0.1 and a free port, serving
             <state-dir>/demo-images (make images builds them, offline) as
             the docker.io mirror, unless --registry-mirror names one; the
             kubelet of node-1 registers its Node; kube-scheduler (and, with
             --deployment, kube-controller-manager) start watching.
-  1-3       you (as admin) POST the pod; the API server's gate:
+  1-3       you (as admin, admin.kubeconfig's client certificate) POST the
+            pod over HTTPS; the API server's gate:
             authentication, RBAC, admission, validation; etcd (bbolt) stores
             it; 201 Created, Pending, no node.
   4-5       the scheduler's watch sees a pod with no node: filter, score,
@@ -56,7 +60,9 @@ the pod's network namespace (a thread of podlab setns(2)s into
 log, and says what to try next. The pod keeps running under its shim. The
 registry, the scheduler and the controller-manager stop with podlab up:
 later pulls need "podlab registry serve", and "podlab kubelet" keeps the pod
-watched. Run twice, up says the pod exists and shows its state: use --name,
+watched. Every component is a client of kube-apiserver over HTTPS with
+its own kubeconfig, as when you run them by hand, and up ends with the
+requests the server answered, client by client. Run twice, up says the pod exists and shows its state: use --name,
 or podlab reset.
 
 Examples:

@@ -125,6 +125,7 @@ func TestUp_BarePod(t *testing.T) {
 	for _, want := range []string{
 		"podlab init: the state directory had no control plane",
 		"the image registry: started in-process on http://127.0.0.1:",
+		"kube-apiserver: serving the Kubernetes API in-process on https://127.0.0.1:",
 		"storage               etcd (bbolt): created /registry/pods/default/hello at revision",
 		"chose node node-1",
 		"event ADDED pod default/hello at revision",
@@ -144,6 +145,12 @@ func TestUp_BarePod(t *testing.T) {
 		"| Hello from podlab/hello!",
 		"|   hostname  hello",
 		"the in-process registry on http://127.0.0.1:",
+		// every component went through the API server over HTTPS, with
+		// its own client certificate
+		"requests over HTTPS on https://127.0.0.1:",
+		"POST /api/v1/namespaces/default/pods (admin) 201 Created",
+		"POST /api/v1/namespaces/default/pods/hello/binding (system:kube-scheduler) 201 Created",
+		"/api/v1/namespaces/default/pods/hello/status (system:node:node-1) 200 OK",
 		"podlab exec hello -- /hello --once",
 		"podlab reset",
 	} {
@@ -266,6 +273,46 @@ func TestUp_Deployment(t *testing.T) {
 	again := mustUpApp(t, state, "", "up", "--deployment")
 	if !strings.Contains(again, "deployment default/web exists already") || !strings.Contains(again, "Running on node-1") {
 		t.Errorf("a second podlab up --deployment:\n%s", again)
+	}
+}
+
+// TestUp_ThroughARunningAPIServer: with podlab apiserver serving the state
+// directory, up drives the chain through it (its store is not free, and
+// its port is not the kubeconfigs' default), and says where the gate's
+// phases are.
+func TestUp_ThroughARunningAPIServer(t *testing.T) {
+	upEnv(t)
+	state := testenv.StateDir(t)
+	demoImages(t, state)
+	t.Cleanup(func() { upApp(t, state, "", "reset", "--yes") })
+	port := freePort(t)
+	mustPodlab(t, state, "init")
+	srv, stderr := startAPIServer(t, state, port)
+	t.Cleanup(func() {
+		srv.Process.Kill()
+		srv.Wait()
+	})
+
+	out := mustUpApp(t, state, "", "up", "--name", "hello", "--image", "podlab/hello:1.0")
+	t.Logf("podlab up:\n%s", out)
+	checkSteps(t, out, up.PodChain[:])
+	url := fmt.Sprintf("https://127.0.0.1:%d", port)
+	for _, want := range []string{
+		fmt.Sprintf("kube-apiserver: podlab apiserver (pid %d) serves this state directory on %s", srv.Process.Pid, url),
+		"POST " + url + "/api/v1/namespaces/default/pods, over HTTPS with admin's client certificate",
+		fmt.Sprintf("the gate ran in podlab apiserver (pid %d): its phases are in its log (podlab apiserver -v)", srv.Process.Pid),
+		"pid 1 of its PID namespace",
+		"| Hello from podlab/hello!",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("podlab up does not say %q", want)
+		}
+	}
+	if strings.Contains(out, "the in-process kube-apiserver") {
+		t.Errorf("podlab up ran its own API server next to podlab apiserver:\n%s", out)
+	}
+	if srv.ProcessState != nil {
+		t.Fatalf("podlab apiserver ended: %s", stderr.String())
 	}
 }
 

@@ -36,6 +36,18 @@ type Phase struct {
 	Err     error    // set when this phase rejected the request
 }
 
+// Line is the phase as podlab prints it, one line: its name in a column
+// of 21, then the plugin and what it decided:
+//
+//	authorization         RBAC: allowed by ClusterRoleBinding "cluster-admin" ...
+func (p Phase) Line() string {
+	what := p.Summary
+	if p.Plugin != "" {
+		what = p.Plugin + ": " + what
+	}
+	return fmt.Sprintf("%-21s %s", p.Name, what)
+}
+
 // ClientOption configures a Client.
 type ClientOption func(*Client)
 

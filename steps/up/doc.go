@@ -4,10 +4,21 @@
 // and reports every step as the seed numbers it: the seed's sentence, the
 // component that did it, and what happened for real.
 //
+// Every component is a client of kube-apiserver over HTTPS, as on a
+// cluster and as in the lessons done by hand: the same clients
+// (remote.Client, each with its own kubeconfig and so its own client
+// certificate), the same server code (rest.NewKubeAPIServer). One chain,
+// whether typed by hand or run by up.
+//
 // # Before step 1
 //
-// A cluster needs a control plane (apiserver.Init, what `podlab init`
-// does, when the state directory has none), an image registry (unless a
+// A cluster needs a control plane (apiserver.Init and pki.Ensure, what
+// `podlab init` does, when the state directory has none or lacks a part),
+// a kube-apiserver (the podlab apiserver that serves the state directory,
+// found through its claim on the store, rest.Serving; else up serves the
+// store itself, in-process, on 127.0.0.1 and a port the kernel picks,
+// claiming it as podlab apiserver does, until Up returns), an image
+// registry (unless a
 // mirror is given, the demo images of <state>/demo-images, served by
 // steps/registry from a goroutine on 127.0.0.1 and a port the kernel
 // picks, used as the docker.io mirror), a Node (the kubelet of node-1
@@ -17,10 +28,13 @@
 // # A bare pod: the seed's 16 steps
 //
 //  1. The user sends a request to create a pod with kubectl run: a POST of
-//     a Pod with one container, as the user admin (its bearer token).
+//     a Pod with one container, over HTTPS, as the user admin (the client
+//     certificate of kubeconfigs/admin.kubeconfig).
 //  2. The API server authenticates it (token file), authorizes it (RBAC),
 //     admits it (defaults, LimitRanger, PodSecurity, ResourceQuota),
-//     validates it, and stores it in etcd (bbolt) at a new revision.
+//     validates it, and stores it in etcd (bbolt) at a new revision. The
+//     in-process server hands up the gate's phases as it runs them (the
+//     lines `podlab apiserver -v` logs); a podlab apiserver logs them.
 //  3. It answers 201 Created: the pod exists as an object, Pending, with no
 //     node; nothing runs it.
 //  4. The scheduler's informer, watching pods, is handed the new pod with
@@ -73,9 +87,11 @@
 // GetInPod sends an HTTP GET to the container's port from inside the
 // pod's network namespace, as curl run in the pod would (nginx's image has
 // none): a goroutine locks its OS thread and setns(2)s into
-// <node>/netns/<pod-uid>. The container's log follows. The pod keeps
-// running under its shim; the registry, the scheduler and the
-// controller-manager stop when Up returns.
+// <node>/netns/<pod-uid>. The container's log follows, then
+// what the in-process kube-apiserver answered, client by client. The pod
+// keeps running under its shim; the registry, the scheduler, the
+// controller-manager and the in-process kube-apiserver stop when Up
+// returns.
 //
 // Up never prints: every step goes to Options.OnStep as it is done.
 //

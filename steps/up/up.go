@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"path/filepath"
 	"strings"
@@ -20,11 +21,12 @@ import (
 
 	"github.com/podlab/podlab/internal/klog"
 	"github.com/podlab/podlab/steps/apiserver"
-	"github.com/podlab/podlab/steps/apiserver/authn"
 	"github.com/podlab/podlab/steps/controllers"
 	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/registry"
 	"github.com/podlab/podlab/steps/scheduler"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // Defaults of Options.
@@ -119,6 +121,11 @@ type Result struct {
 	// docker.io images came from.
 	Registry *Registry
 	Mirror   string
+	// APIServer is the kube-apiserver the chain went through, over HTTPS:
+	// Up's own, in-process (stopped when Up returns; its Requests are
+	// every request it answered), or the podlab apiserver that serves the
+	// state directory.
+	APIServer *APIServer
 	// Existing is true when the pod (or Deployment) existed already: Up
 	// did nothing but report it.
 	Existing bool
@@ -170,7 +177,7 @@ func Up(ctx context.Context, opts Options) (*Result, error) {
 type upRun struct {
 	o         Options
 	res       *Result
-	srv       *apiserver.Server
+	api       *APIServer
 	admin     apiserver.Interface
 	storePath string
 	reg       *Registry
@@ -179,6 +186,20 @@ type upRun struct {
 	decisions *decisions
 	cmLog     *lockedBuffer
 	startRV   string // the store's revision before step 1
+
+	// capture, when set, receives the in-process API server's phases of
+	// the gate (see create).
+	phaseMu sync.Mutex
+	capture func(request string, p apiserver.Phase)
+}
+
+// onPhase hands a phase of the in-process API server's gate to capture.
+func (u *upRun) onPhase(request string, p apiserver.Phase) {
+	u.phaseMu.Lock()
+	defer u.phaseMu.Unlock()
+	if u.capture != nil {
+		u.capture(request, p)
+	}
 }
 
 func (u *upRun) emit(s Step) {
@@ -234,13 +255,36 @@ func (u *upRun) run(ctx context.Context) error {
 			fmt.Sprintf("store (etcd's role) %s at revision %d: %d objects, the namespaces and the RBAC policy", ir.StorePath, ir.Revision, len(ir.Created)),
 			fmt.Sprintf("token file %s: %s", ir.TokenPath, strings.Join(users, ", ")))
 	}
-	srv, err := apiserver.Open(o.StateDir)
+	pr, err := ensurePKI(o.StateDir)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	u.srv = srv
-	if u.admin, err = srv.ClientAs("admin"); err != nil {
+	var made []string
+	for _, it := range append(pr.Certificates, pr.Kubeconfigs...) {
+		if it.Action == pki.Made {
+			made = append(made, filepath.Base(it.Files[0]))
+		}
+	}
+	if len(made) > 0 {
+		u.note("podlab init: the lab's PKI, made", "podlab init",
+			fmt.Sprintf("in %s and %s: %s", pr.PKIDir, pr.KubeconfigsDir, strings.Join(made, ", ")),
+			"each component proves who it is with its client certificate, in its kubeconfig")
+	}
+	api, err := startAPIServer(ctx, o.StateDir, u.onPhase)
+	if err != nil {
+		return fmt.Errorf("starting kube-apiserver: %w", err)
+	}
+	defer api.stop() // last: the components stop before it
+	u.api, u.res.APIServer = api, api
+	if api.InProcess {
+		u.note("kube-apiserver: serving the Kubernetes API in-process on "+api.URL+", for as long as podlab up runs", "kube-apiserver (podlab apiserver, in-process)",
+			fmt.Sprintf("the only opener of the store %s; the serving certificate %s", ir.StorePath, statedir.Layout{Dir: o.StateDir}.PKICert("apiserver")),
+			"every component below is its client over HTTPS, with its own kubeconfig from "+statedir.Layout{Dir: o.StateDir}.KubeconfigsDir())
+	} else {
+		u.note(fmt.Sprintf("kube-apiserver: podlab apiserver (pid %d) serves this state directory on %s", api.PID, api.URL), "kube-apiserver (podlab apiserver)",
+			"every component below is its client over HTTPS, with its own kubeconfig; the gate's phases are in its log (podlab apiserver -v)")
+	}
+	if u.admin, err = api.clientAs(o.StateDir, "admin"); err != nil {
 		return err
 	}
 	if done, err := u.existing(ctx); done || err != nil {
@@ -282,13 +326,61 @@ func (u *upRun) run(ctx context.Context) error {
 	if o.Deployment {
 		u.deploymentReady(ctx)
 	}
-	who := "kube-scheduler stops"
+	stopping := []string{"kube-scheduler"}
 	if o.Deployment {
-		who = "kube-scheduler and kube-controller-manager stop"
+		stopping = append(stopping, "kube-controller-manager")
 	}
-	u.note(who+" with podlab up, and nothing watches the pod from now on", "",
-		"podlab kubelet keeps it watched (restarts, deletion), podlab scheduler and podlab controller-manager keep placing and reconciling")
+	if u.api.InProcess {
+		stopping = append(stopping, "the in-process kube-apiserver")
+	}
+	who := strings.Join(stopping[:len(stopping)-1], ", ")
+	if who != "" {
+		who += " and "
+	}
+	who += stopping[len(stopping)-1]
+	if len(stopping) == 1 {
+		who += " stops"
+	} else {
+		who += " stop"
+	}
+	u.requestsNote()
+	did := []string{"podlab kubelet keeps it watched (restarts, deletion), podlab scheduler and podlab controller-manager keep placing and reconciling"}
+	if u.api.InProcess {
+		did = append(did, "podlab apiserver serves the store to kubectl and the components (--kubeconfig) again; until it runs, podlab's own commands open the store in-process")
+	}
+	u.note(who+" with podlab up, and nothing watches the pod from now on", "", did...)
 	return nil
+}
+
+// requestsNote sums up what the in-process API server answered: every
+// component reached the store only through it, over HTTPS.
+func (u *upRun) requestsNote() {
+	reqs := u.api.Requests()
+	if len(reqs) == 0 {
+		return
+	}
+	var users []string
+	byUser := map[string]int{}
+	var writes []string
+	for _, r := range reqs {
+		if byUser[r.User] == 0 {
+			users = append(users, r.User)
+		}
+		byUser[r.User]++
+		if r.Method != http.MethodGet {
+			writes = append(writes, "  "+r.String())
+		}
+	}
+	var counts []string
+	for _, name := range users {
+		counts = append(counts, fmt.Sprintf("%s %d", name, byUser[name]))
+	}
+	did := []string{"by client certificate: " + strings.Join(counts, ", "), "the writes, in order:"}
+	if len(writes) > 12 {
+		writes = append(writes[:12], fmt.Sprintf("  ... (%d more)", len(writes)-12))
+	}
+	u.note(fmt.Sprintf("kube-apiserver answered %d requests over HTTPS on %s: the only way anything reached the store", len(reqs), u.api.URL),
+		"kube-apiserver (in-process)", append(did, writes...)...)
 }
 
 // registry starts the in-process registry the runtime pulls from (step
@@ -330,7 +422,7 @@ func (u *upRun) components(ctx context.Context) (stop func(), err error) {
 		cancel()
 		wg.Wait()
 	}
-	schedClient, err := u.srv.ClientAs("system:kube-scheduler")
+	schedClient, err := u.api.clientAs(u.o.StateDir, "kube-scheduler")
 	if err != nil {
 		return stop, err
 	}
@@ -338,7 +430,7 @@ func (u *upRun) components(ctx context.Context) (stop func(), err error) {
 	wg.Go(func() { u.decisions.stop(sched.Run(bg)) })
 	started := []string{"kube-scheduler (as system:kube-scheduler): lists, then watches, the pods and the nodes"}
 	if u.o.Deployment {
-		cmClient, err := u.srv.ClientAs(controllers.User)
+		cmClient, err := u.api.clientAs(u.o.StateDir, "kube-controller-manager")
 		if err != nil {
 			return stop, err
 		}
@@ -346,7 +438,7 @@ func (u *upRun) components(ctx context.Context) (stop func(), err error) {
 		wg.Go(func() { m.Run(bg) })
 		started = append(started, "kube-controller-manager (as "+controllers.User+"): lists, then watches, deployments, replicasets and pods")
 	}
-	u.note("the control plane's components: started in-process, watching", "podlab up", started...)
+	u.note("the control plane's components: started in-process, each a client of kube-apiserver over HTTPS, watching", "podlab up", started...)
 	return stop, nil
 }
 
@@ -436,21 +528,26 @@ func replicasOf(d *appsv1.Deployment) int32 {
 	return *d.Spec.Replicas
 }
 
-// create sends obj through the API server's gate as admin and returns the
-// stored object with the gate's phases.
+// create POSTs obj to the API server as admin and returns the stored
+// object with the gate's phases: the in-process server hands them over
+// as it runs them (no one else POSTs as admin while up runs); a podlab
+// apiserver logs them itself.
 func (u *upRun) create(ctx context.Context, obj apiserver.Object) (apiserver.Object, []string, error) {
 	var did []string
-	c, err := u.srv.ClientAs("admin", apiserver.WithPhases(func(p apiserver.Phase) {
-		what := p.Summary
-		if p.Plugin != "" {
-			what = p.Plugin + ": " + what
-		}
-		did = append(did, fmt.Sprintf("%-21s %s", p.Name, what))
-	}))
-	if err != nil {
-		return nil, nil, err
+	if !u.api.InProcess {
+		did = append(did, fmt.Sprintf("the gate ran in podlab apiserver (pid %d): its phases are in its log (podlab apiserver -v)", u.api.PID))
 	}
-	created, err := c.Create(ctx, obj)
+	u.phaseMu.Lock()
+	u.capture = func(request string, p apiserver.Phase) {
+		if strings.HasPrefix(request, "POST ") && strings.HasSuffix(request, " (admin)") {
+			did = append(did, p.Line())
+		}
+	}
+	u.phaseMu.Unlock()
+	created, err := u.admin.Create(ctx, obj)
+	u.phaseMu.Lock()
+	u.capture = nil
+	u.phaseMu.Unlock()
 	did = append(did, "the store is "+u.storePath)
 	return created, did, err
 }
@@ -470,7 +567,7 @@ func (u *upRun) barePod(ctx context.Context) (*corev1.Pod, error) {
 	}
 	u.step(1, compKubectl, pod,
 		fmt.Sprintf("kubectl run %s --image %s", name, image),
-		fmt.Sprintf("POST /api/v1/namespaces/%s/pods, with admin's bearer token from %s", ns, authn.Path(u.o.StateDir)),
+		fmt.Sprintf("POST %s/api/v1/namespaces/%s/pods, over HTTPS with admin's client certificate (%s)", u.api.URL, ns, statedir.Layout{Dir: u.o.StateDir}.Kubeconfig("admin")),
 		fmt.Sprintf("the body: a Pod %s with one container %s, image %s, label run=%s; no node, no status", name, name, image, name))
 	obj, did, err := u.create(ctx, pod)
 	if err != nil {
@@ -512,7 +609,7 @@ func (u *upRun) deployment(ctx context.Context) (*corev1.Pod, error) {
 	}
 	u.step(1, compKubectl, d,
 		fmt.Sprintf("kubectl create deployment %s --image %s", name, image),
-		fmt.Sprintf("POST /apis/apps/v1/namespaces/%s/deployments, with admin's bearer token from %s", ns, authn.Path(u.o.StateDir)),
+		fmt.Sprintf("POST %s/apis/apps/v1/namespaces/%s/deployments, over HTTPS with admin's client certificate (%s)", u.api.URL, ns, statedir.Layout{Dir: u.o.StateDir}.Kubeconfig("admin")),
 		fmt.Sprintf("the body: a Deployment %s: replicas 1, selector app=%s, a pod template with label app=%s and one container %s, image %s", name, name, name, ctr, image))
 	obj, did, err := u.create(ctx, d)
 	if err != nil {
@@ -670,9 +767,9 @@ func (u *upRun) kubeletFor(ctx context.Context, node string) (*kubelet.Kubelet, 
 		return k, nil
 	}
 	user := apiserver.NodeUser(node).Name
-	client, err := u.srv.ClientAs(user)
+	client, err := u.api.clientAs(u.o.StateDir, node)
 	if err != nil {
-		return nil, fmt.Errorf("acting as the kubelet of node %s: %w (podlab kubelet --node %s --once gives it its identity)", node, err, node)
+		return nil, fmt.Errorf("acting as the kubelet of node %s: %w (podlab init gives it its kubeconfig)", node, err)
 	}
 	k, err := kubelet.New(kubelet.Config{
 		Node: node, StateDir: u.o.StateDir, Client: client,

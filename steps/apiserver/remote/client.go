@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+
 	"github.com/podlab/podlab/steps/apiserver"
 )
 
@@ -32,6 +34,9 @@ type Client struct {
 	reconnect bool
 	notice    func(error)
 	reach     reachability
+	// authz sends access reviews (authorization.k8s.io/v1), which are no
+	// stored resource
+	authz *rest.RESTClient
 }
 
 // coreV1 is the group version of pods, nodes, events...: the client Ping
@@ -45,6 +50,22 @@ var _ apiserver.Interface = (*Client)(nil)
 // <state-dir>/kubeconfigs/ (admin.kubeconfig, kube-scheduler.kubeconfig,
 // node-1.kubeconfig...).
 func FromKubeconfig(path string, opts ...Option) (*Client, error) {
+	cfg, err := LoadKubeconfig(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := New(cfg, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// LoadKubeconfig reads a kubeconfig file into client-go's rest config:
+// the server, its CA and the credentials of the current context. Change
+// it (Host for another port, Impersonate for kubectl's --as, WrapTransport
+// to narrate requests) and pass it to New.
+func LoadKubeconfig(path string) (*rest.Config, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("reading kubeconfig %s: %w: `podlab init` writes the lab's kubeconfigs (run it first, or pass the path of one it wrote)", path, ErrNoKubeconfig)
@@ -55,11 +76,7 @@ func FromKubeconfig(path string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading kubeconfig %s: %w", path, err)
 	}
-	c, err := New(cfg, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	return c, nil
+	return cfg, nil
 }
 
 // New makes a client from a client-go rest config (its host, TLS and
@@ -97,6 +114,15 @@ func New(cfg *rest.Config, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("making an API client for %s (%s): %w", cfg.Host, gv, err)
 		}
 		c.clients[gv] = rc
+	}
+	ac := rest.CopyConfig(base)
+	ac.GroupVersion = &authorizationv1.SchemeGroupVersion
+	ac.APIPath = "/apis"
+	ac.ContentType = runtime.ContentTypeJSON
+	ac.AcceptContentTypes = runtime.ContentTypeJSON
+	ac.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if c.authz, err = rest.RESTClientForConfigAndClient(ac, hc); err != nil {
+		return nil, fmt.Errorf("making an API client for %s (%s): %w", cfg.Host, authorizationv1.SchemeGroupVersion, err)
 	}
 	for _, o := range opts {
 		o(c)

@@ -58,6 +58,14 @@
 // whether anything answers at all (a one-shot command fails fast with it);
 // WaitForServer waits for it with the same back-off.
 //
+// # Beyond apiserver.Interface
+//
+// AccessReview and RulesReview ask what kubectl auth can-i asks
+// (SelfSubjectAccessReview, SelfSubjectRulesReview). LoadKubeconfig gives
+// the rest config of a kubeconfig to adjust before New: its Host (the port
+// a server really listens on), Impersonate (kubectl --as), WrapTransport
+// (RequestLog narrates each request as kubectl -v=6 does).
+//
 // Differences from the in-process client: narration of the gate's phases
 // happens in the server's process (`podlab apiserver -v`), not in the
 // client's.

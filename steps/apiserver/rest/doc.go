@@ -89,6 +89,16 @@
 // k8s.io/initial-events-end: "true". A watch without a resourceVersion
 // (or "0") starts with the existing objects too, as kube's does.
 //
+// # One API server per store, and how clients find it
+//
+// ClaimStore takes an flock on the state directory's claim file before
+// the store is opened; a second server is refused (ErrStoreServed).
+// Advertise writes the URL served next to the pid, and Serving reads both
+// back, asking the kernel whether the lock is held (a dead server's file
+// says nothing): podlab's own commands use it to become clients of the
+// server instead of opening the store. NewKubeAPIServer is the handler
+// both `podlab apiserver` and `podlab up` serve.
+//
 // Paths that name no resource (/api, /apis, /version, /healthz, /openapi)
 // are authorized as non-resource URLs and handed to the Fallback handler
 // (discovery and OpenAPI live in package discovery); server-side printing
