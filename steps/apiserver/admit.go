@@ -21,7 +21,7 @@ import (
 // ranges, quotas and the pods they count) cannot change before the write:
 // two parallel creates against one quota cannot both squeeze in. It returns
 // the quotas whose usage the new object changes, to be written with it.
-func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Object) ([]*corev1.ResourceQuota, error) {
+func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Object, applied bool) ([]*corev1.ResourceQuota, error) {
 	var ns *corev1.Namespace
 	if res.Namespaced {
 		var err error
@@ -42,6 +42,12 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 	}
 	if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
 		return nil, err
+	}
+	// kube-apiserver records managedFields on the object as decoded and
+	// defaulted, before admission: the fields admission plugins add are
+	// nobody's. An apply has recorded them already.
+	if !applied {
+		c.trackUpdate(res, "", nil, obj)
 	}
 	pod, isPod := obj.(*corev1.Pod)
 	var limitRanges []corev1.LimitRange

@@ -96,6 +96,14 @@ type List struct {
 type PatchOptions struct {
 	// Subresource is "" (the object), "status" or "scale".
 	Subresource string
+	// FieldManager names who makes the change, in metadata.managedFields
+	// (?fieldManager=); "" is the client's own (see WithFieldManager). A
+	// server-side apply must name one.
+	FieldManager string
+	// Force, for a server-side apply only, takes over the fields other
+	// managers own instead of failing with a conflict (kubectl apply
+	// --server-side --force-conflicts).
+	Force bool
 }
 
 // DeleteOptions control a delete.

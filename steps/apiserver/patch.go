@@ -42,7 +42,13 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 	if err != nil {
 		return nil, err
 	}
+	if errs := patchOptionsErrors(pt, opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
+	}
 	switch pt {
+	case types.ApplyPatchType:
+		obj, _, err := c.Apply(ctx, resource, namespace, name, data, opts)
+		return obj, err
 	case types.StrategicMergePatchType, types.MergePatchType, types.JSONPatchType:
 	default:
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
@@ -94,7 +100,10 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 		if err := checkPatched(res, old, patched); err != nil {
 			return err
 		}
-		out, err = c.replace(tx, u, res, old, patched, opts.Subresource == "status")
+		if opts.FieldManager != "" {
+			c = c.as(opts.FieldManager)
+		}
+		out, err = c.replace(tx, u, res, old, patched, opts.Subresource == "status", false)
 		return err
 	})
 	if err != nil {
@@ -232,7 +241,7 @@ func (c *Client) patchScale(tx *store.Tx, u authn.User, res Resource, old Object
 	case *appsv1.ReplicaSet:
 		o.Spec.Replicas = &replicas
 	}
-	updated, err := c.replace(tx, u, res, old, obj, false)
+	updated, err := c.replace(tx, u, res, old, obj, false, false)
 	if err != nil {
 		return nil, err
 	}

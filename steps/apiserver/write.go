@@ -69,7 +69,7 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 			return err
 		}
 		var err error
-		kv, err = c.s.create(tx, c, u, res, obj)
+		kv, err = c.s.create(tx, c, u, res, obj, false)
 		return err
 	})
 	if err != nil {
@@ -82,14 +82,17 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 // create admits, validates and stores a new object inside tx. c is nil for
 // the API server's own bootstrap writes, which skip admission's narration
 // but not its defaults and validation.
-func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj Object) (store.KV, error) {
+//
+// applied says obj is the result of a server-side apply, whose
+// managedFields the apply has set.
+func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj Object, applied bool) (store.KV, error) {
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		obj.SetName(generateName(obj.GetGenerateName()))
 	}
 	if c == nil {
 		c = &Client{s: s, bootstrap: true}
 	}
-	quotas, err := c.admitCreate(tx, u, res, obj)
+	quotas, err := c.admitCreate(tx, u, res, obj, applied)
 	if err != nil {
 		return store.KV{}, err
 	}
@@ -212,7 +215,7 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 		if old.GetResourceVersion() != fmt.Sprint(rv) {
 			return storeError(res.GroupResource(), in.GetName(), store.ErrConflict)
 		}
-		out, err = c.replace(tx, u, res, old, in, status)
+		out, err = c.replace(tx, u, res, old, in, status, false)
 		return err
 	})
 	if err != nil {
@@ -223,7 +226,10 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 
 // replace stores in over old inside tx, after admission and validation:
 // what an update and a patch share. in's resourceVersion has been checked.
-func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Object, status bool) (Object, error) {
+// applied says in is the result of a server-side apply, whose
+// managedFields the apply has set; otherwise replace records the write in
+// them, as an Update by c's manager.
+func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Object, status, applied bool) (Object, error) {
 	obj, err := merge(res, old, in, status)
 	if err != nil {
 		return nil, err
@@ -239,6 +245,9 @@ func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Objec
 		if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
 			return nil, err
 		}
+	}
+	if !applied {
+		c.trackUpdate(res, sub, old, obj)
 	}
 	if err := c.phase(PhaseValidation, "", nil, validateUpdate(obj, old)); err != nil {
 		return nil, err
