@@ -425,18 +425,82 @@ func (c *Client) Delete(ctx context.Context, resource, namespace, name string, o
 		if obj == nil {
 			return apierrors.NewNotFound(res.GroupResource(), name)
 		}
-		if err := c.nodeRestriction(tx, u, admission.Delete, res, "", namespace, name, nil, obj); err != nil {
+		out, err = c.deleteIn(tx, u, res, obj, opts)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// deleteIn deletes obj inside tx, after admission: what a delete and a
+// delete of a collection share. It returns the object as marked (a pod
+// its kubelet has yet to stop, a Terminating namespace), or nil when it is
+// gone.
+func (c *Client) deleteIn(tx *store.Tx, u authn.User, res Resource, obj Object, opts DeleteOptions) (Object, error) {
+	if err := c.nodeRestriction(tx, u, admission.Delete, res, "", obj.GetNamespace(), obj.GetName(), nil, obj); err != nil {
+		return nil, err
+	}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return c.s.deletePod(tx, c, o, opts)
+	case *corev1.Namespace:
+		return c.s.deleteNamespace(tx, c, o)
+	default:
+		return nil, c.s.remove(tx, c, res, obj)
+	}
+}
+
+// DeleteCollection deletes every object of a resource in a namespace (all
+// namespaces: "") that opts' selectors match, as DELETE on a collection
+// (`DELETE /api/v1/namespaces/default/pods?labelSelector=app=web`, client-go's
+// DeleteCollection) does in kube-apiserver: authorized once, with the verb
+// "deletecollection", then each object deleted as Delete deletes it (a pod
+// on a node gracefully). It returns what it deleted, each as its delete
+// left it (marked, or its last state), in one transaction: all or none.
+// (kubectl delete --all lists, then deletes one by one.)
+func (c *Client) DeleteCollection(ctx context.Context, resource, namespace string, opts DeleteOptions, list ListOptions) (*List, error) {
+	res, namespace, err := c.target(resource, namespace, true)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := parseSelectors(list)
+	if err != nil {
+		return nil, err
+	}
+	u, err := c.authenticate()
+	if err != nil {
+		return nil, err
+	}
+	out := &List{}
+	err = c.s.update(ctx, func(tx *store.Tx) error {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "deletecollection", APIGroup: res.Group, Resource: res.Name, Namespace: namespace}); err != nil {
 			return err
 		}
-		switch o := obj.(type) {
-		case *corev1.Pod:
-			out, err = c.s.deletePod(tx, c, o, opts)
-		case *corev1.Namespace:
-			out, err = c.s.deleteNamespace(tx, c, o)
-		default:
-			err = c.s.remove(tx, c, res, obj)
+		raw, err := tx.List(res.Prefix(namespace))
+		if err != nil {
+			return err
 		}
-		return err
+		objs, err := decodeAll(ctx, res, raw, sel)
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			if err := ctxErr(ctx); err != nil {
+				return err
+			}
+			marked, err := c.deleteIn(tx, u, res, obj, opts)
+			if err != nil {
+				return fmt.Errorf("deleting %s %q: %w", res.Name, obj.GetName(), err)
+			}
+			if marked != nil {
+				obj = marked
+			}
+			out.Items = append(out.Items, obj)
+		}
+		out.ResourceVersion = strconv.FormatInt(tx.Revision(), 10)
+		return nil
 	})
 	if err != nil {
 		return nil, err
