@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-
 )
 
 func newServer(t *testing.T, opts Options) *httptest.Server {
