@@ -119,6 +119,23 @@ func TestManagedFields_PerOperation(t *testing.T) {
 			},
 		},
 		{
+			name: "scale",
+			write: func(t *testing.T, s *Server) (Object, error) {
+				if _, err := as(t, s, "admin", WithFieldManager("kubectl-create")).Create(ctx(t), testDeployment("web")); err != nil {
+					return nil, err
+				}
+				if _, err := as(t, s, "admin").Patch(ctx(t), "deployments", "default", "web", types.MergePatchType,
+					[]byte(`{"spec":{"replicas":5}}`), PatchOptions{Subresource: "scale", FieldManager: "kubectl-scale"}); err != nil {
+					return nil, err
+				}
+				return as(t, s, "admin").Get(ctx(t), "deployments", "default", "web")
+			},
+			want: []entry{
+				{"kubectl-create", "Update", "", nil},
+				{"kubectl-scale", "Update", "scale", []string{`{"f:spec":{"f:replicas":{}}}`}},
+			},
+		},
+		{
 			name: "server-side apply creates",
 			write: func(t *testing.T, s *Server) (Object, error) {
 				return as(t, s, "admin").Patch(ctx(t), "pods", "default", "web", types.ApplyPatchType,
@@ -137,7 +154,11 @@ func TestManagedFields_PerOperation(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkManaged(t, obj, tt.want)
-			stored, err := as(t, s, "admin").Get(ctx(t), "pods", "default", "web")
+			res, err := ResourceOf(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := as(t, s, "admin").Get(ctx(t), res.Name, "default", obj.GetName())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -72,6 +72,9 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 	default:
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s have no subresource %q: patch the object, or its status or scale", res.Name, opts.Subresource))
 	}
+	if opts.FieldManager != "" {
+		c = c.as(opts.FieldManager)
+	}
 	u, err := c.authenticate()
 	if err != nil {
 		return nil, err
@@ -99,9 +102,6 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 		patched.GetObjectKind().SetGroupVersionKind(res.GroupVersion().WithKind(res.Kind))
 		if err := checkPatched(res, old, patched); err != nil {
 			return err
-		}
-		if opts.FieldManager != "" {
-			c = c.as(opts.FieldManager)
 		}
 		out, err = c.replace(tx, u, res, old, patched, opts.Subresource == "status", false)
 		return err
@@ -241,7 +241,10 @@ func (c *Client) patchScale(tx *store.Tx, u authn.User, res Resource, old Object
 	case *appsv1.ReplicaSet:
 		o.Spec.Replicas = &replicas
 	}
-	updated, err := c.replace(tx, u, res, old, obj, false, false)
+	// kube-apiserver records a write through the scale subresource as its
+	// own entry: subresource scale, owning spec.replicas
+	c.trackUpdate(res, "scale", old, obj)
+	updated, err := c.replace(tx, u, res, old, obj, false, true)
 	if err != nil {
 		return nil, err
 	}
