@@ -138,3 +138,14 @@ func (c *Client) trackUpdate(res Resource, sub string, old, obj Object) {
 		obj.SetManagedFields(m.GetManagedFields())
 	}
 }
+
+// trackCreate records a create in obj's managedFields, as trackUpdate
+// does, on a copy with Kubernetes' defaults set: kube-apiserver decodes and
+// defaults a new object before its field manager sees it, so the defaults
+// (a pod's dnsPolicy, a container's imagePullPolicy) are the creator's.
+func (c *Client) trackCreate(res Resource, obj Object) {
+	cp := obj.DeepCopyObject().(Object)
+	admission.Default(cp)
+	c.trackUpdate(res, "", nil, cp)
+	obj.SetManagedFields(cp.GetManagedFields())
+}

@@ -60,6 +60,10 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What a create records in managedFields depends on the object alone:
+	// computed here, the field manager's work (a third of a create's CPU)
+	// is not done while the store's lock is held.
+	c.trackCreate(res, obj)
 	var kv store.KV
 	err = c.s.update(ctx, func(tx *store.Tx) error {
 		// A create is a POST to the collection: kube-apiserver authorizes it
@@ -69,7 +73,7 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 			return err
 		}
 		var err error
-		kv, err = c.s.create(tx, c, u, res, obj, false)
+		kv, err = c.s.create(tx, c, u, res, obj, true)
 		return err
 	})
 	if err != nil {
@@ -83,16 +87,16 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 // the API server's own bootstrap writes, which skip admission's narration
 // but not its defaults and validation.
 //
-// applied says obj is the result of a server-side apply, whose
-// managedFields the apply has set.
-func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj Object, applied bool) (store.KV, error) {
+// tracked says obj's managedFields are set already: by a server-side
+// apply, or by Create before its transaction.
+func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj Object, tracked bool) (store.KV, error) {
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		obj.SetName(generateName(obj.GetGenerateName()))
 	}
 	if c == nil {
 		c = &Client{s: s, bootstrap: true}
 	}
-	quotas, err := c.admitCreate(tx, u, res, obj, applied)
+	quotas, err := c.admitCreate(tx, u, res, obj, tracked)
 	if err != nil {
 		return store.KV{}, err
 	}
