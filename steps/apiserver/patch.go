@@ -42,19 +42,20 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 	if err != nil {
 		return nil, err
 	}
-	if errs := patchOptionsErrors(pt, opts); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
-	}
 	switch pt {
-	case types.ApplyPatchType:
-		obj, _, err := c.Apply(ctx, resource, namespace, name, data, opts)
-		return obj, err
-	case types.StrategicMergePatchType, types.MergePatchType, types.JSONPatchType:
+	case types.StrategicMergePatchType, types.MergePatchType, types.JSONPatchType, types.ApplyPatchType:
 	default:
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType),
+			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s, %s", types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType, types.ApplyPatchType),
 		}}
+	}
+	if errs := patchOptionsErrors(pt, opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
+	}
+	if pt == types.ApplyPatchType {
+		obj, _, err := c.Apply(ctx, resource, namespace, name, data, opts)
+		return obj, err
 	}
 	if !json.Valid(data) {
 		return nil, apierrors.NewBadRequest("invalid JSON patch")
