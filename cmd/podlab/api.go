@@ -371,7 +371,9 @@ func openAPIAs(c *cli.Context, write bool, defaultUser string) (*apiSession, err
 	if err != nil {
 		return nil, err
 	}
-	var opts []apiserver.ClientOption
+	// writes are recorded in managedFields as podlab-COMMAND, as kubectl's
+	// are as kubectl-create, kubectl-run...
+	opts := []apiserver.ClientOption{apiserver.WithFieldManager("podlab-" + c.Command.Name)}
 	verbose := c.Bool("v")
 	switch {
 	case write:

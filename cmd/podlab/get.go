@@ -48,6 +48,7 @@ misses nothing in between.`,
 		&cli.BoolFlag{Name: "output-watch-events", Usage: "with -w, say ADDED, MODIFIED or DELETED for each change"},
 		&cli.BoolFlag{Name: "show-labels", Usage: "add a LABELS column"},
 		&cli.BoolFlag{Name: "no-headers", Usage: "leave out the header line"},
+		&cli.BoolFlag{Name: "show-managed-fields", Usage: "with -o yaml or json, keep metadata.managedFields: which manager (podlab-run, kubectl-client-side-apply...) set which fields"},
 		&cli.BoolFlag{Name: "show-kind", Usage: "write names as kind/name (always, with several types: get deploy,rs,pods)"},
 	},
 	Action: func(c *cli.Context) error {
@@ -110,7 +111,7 @@ func printOptions(c *cli.Context, res apiserver.Resource) kubectl.PrintOptions {
 	return kubectl.PrintOptions{
 		Output: c.String("output"), AllNamespaces: c.Bool("all-namespaces") && res.Namespaced,
 		ShowLabels: c.Bool("show-labels"), NoHeaders: c.Bool("no-headers"), WatchEvents: c.Bool("output-watch-events"),
-		ShowKind: c.Bool("show-kind"),
+		ShowKind: c.Bool("show-kind"), ShowManagedFields: c.Bool("show-managed-fields"),
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // ranges, quotas and the pods they count) cannot change before the write:
 // two parallel creates against one quota cannot both squeeze in. It returns
 // the quotas whose usage the new object changes, to be written with it.
-func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Object) ([]*corev1.ResourceQuota, error) {
+func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Object, tracked bool) ([]*corev1.ResourceQuota, error) {
 	var ns *corev1.Namespace
 	if res.Namespaced {
 		var err error
@@ -42,6 +42,13 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 	}
 	if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
 		return nil, err
+	}
+	// kube-apiserver records managedFields on the object as decoded and
+	// defaulted, before admission: the fields admission plugins add are
+	// nobody's. (A client's create and an apply have recorded them
+	// already; the API server's own bootstrap writes have not.)
+	if !tracked {
+		c.trackUpdate(res, "", nil, obj)
 	}
 	pod, isPod := obj.(*corev1.Pod)
 	var limitRanges []corev1.LimitRange

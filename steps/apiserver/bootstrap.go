@@ -162,7 +162,7 @@ func (s *Server) bootstrap(tx *store.Tx) ([]string, error) {
 			}
 			continue
 		}
-		if _, err := s.create(tx, nil, loopback, res, obj); err != nil {
+		if _, err := s.create(tx, nil, loopback, res, obj, false); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", key, err)
 		}
 		created = append(created, key)

@@ -59,7 +59,13 @@ type Interface interface {
 	// One with it is a precondition: 409 Conflict unless that is the stored
 	// resourceVersion. With opts.Subresource "scale" (deployments,
 	// replicasets) the patch is of an autoscaling/v1 Scale, which Patch
-	// returns; with "status", only the status changes.
+	// returns; with "status", only the status changes. pt
+	// types.ApplyPatchType is a server-side apply (see Client.Apply): it
+	// needs opts.FieldManager, and creates the object when it is missing.
+	//
+	// Every write records in metadata.managedFields which manager changed
+	// which fields (operation Update, or Apply for an apply; subresource
+	// "status" or "scale" for writes through those), as kube-apiserver does.
 	Patch(ctx context.Context, resource, namespace, name string, pt types.PatchType, data []byte, opts PatchOptions) (Object, error)
 	// Bind assigns a pod to a node (the pods/binding subresource): the
 	// scheduler's only write to a pod.
@@ -110,6 +116,14 @@ type List struct {
 type PatchOptions struct {
 	// Subresource is "" (the object), "status" or "scale".
 	Subresource string
+	// FieldManager names who makes the change, in metadata.managedFields
+	// (?fieldManager=); "" is the client's own (see WithFieldManager). A
+	// server-side apply must name one.
+	FieldManager string
+	// Force, for a server-side apply only, takes over the fields other
+	// managers own instead of failing with a conflict (kubectl apply
+	// --server-side --force-conflicts).
+	Force bool
 }
 
 // DeleteOptions control a delete.

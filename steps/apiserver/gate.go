@@ -72,6 +72,9 @@ type Client struct {
 	// bootstrap marks the API server's own start-up writes, which create
 	// the RBAC policy itself and so skip its escalation check.
 	bootstrap bool
+	// fieldManager names the manager of this client's writes in
+	// managedFields (see WithFieldManager).
+	fieldManager string
 }
 
 var _ Interface = (*Client)(nil)

@@ -43,12 +43,19 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 		return nil, err
 	}
 	switch pt {
-	case types.StrategicMergePatchType, types.MergePatchType, types.JSONPatchType:
+	case types.StrategicMergePatchType, types.MergePatchType, types.JSONPatchType, types.ApplyPatchType:
 	default:
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
-			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType),
+			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s, %s", types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType, types.ApplyPatchType),
 		}}
+	}
+	if errs := patchOptionsErrors(pt, opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
+	}
+	if pt == types.ApplyPatchType {
+		obj, _, err := c.Apply(ctx, resource, namespace, name, data, opts)
+		return obj, err
 	}
 	if !json.Valid(data) {
 		return nil, apierrors.NewBadRequest("invalid JSON patch")
@@ -65,6 +72,9 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 		}
 	default:
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s have no subresource %q: patch the object, or its status or scale", res.Name, opts.Subresource))
+	}
+	if opts.FieldManager != "" {
+		c = c.as(opts.FieldManager)
 	}
 	u, err := c.authenticate()
 	if err != nil {
@@ -94,7 +104,7 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 		if err := checkPatched(res, old, patched); err != nil {
 			return err
 		}
-		out, err = c.replace(tx, u, res, old, patched, opts.Subresource == "status")
+		out, err = c.replace(tx, u, res, old, patched, opts.Subresource == "status", false)
 		return err
 	})
 	if err != nil {
@@ -232,7 +242,10 @@ func (c *Client) patchScale(tx *store.Tx, u authn.User, res Resource, old Object
 	case *appsv1.ReplicaSet:
 		o.Spec.Replicas = &replicas
 	}
-	updated, err := c.replace(tx, u, res, old, obj, false)
+	// kube-apiserver records a write through the scale subresource as its
+	// own entry: subresource scale, owning spec.replicas
+	c.trackUpdate(res, "scale", old, obj)
+	updated, err := c.replace(tx, u, res, old, obj, false, true)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,10 @@ type Server struct {
 	// decoded at: every namespaced create reads its namespace.
 	nsMu    sync.Mutex
 	nsCache map[string]*corev1.Namespace
+
+	// managed makes the field managers of managedFields, at the first
+	// write that needs them.
+	managed fieldManagers
 }
 
 // Option configures a Server.

@@ -36,6 +36,9 @@ type PrintOptions struct {
 	// printed) writes the NAME column as kind/name: pod/web,
 	// deployment.apps/web.
 	ShowKind bool
+	// ShowManagedFields (--show-managed-fields) keeps metadata.managedFields
+	// in -o yaml and json: who changed which fields (kubectl hides them).
+	ShowManagedFields bool
 }
 
 // Printer prints objects of one resource the way kubectl get does. It
@@ -209,7 +212,9 @@ func (p *Printer) forOutput(o apiserver.Object) apiserver.Object {
 	if c.GetObjectKind().GroupVersionKind().Empty() {
 		c.GetObjectKind().SetGroupVersionKind(p.res.GroupVersion().WithKind(p.res.Kind))
 	}
-	c.SetManagedFields(nil)
+	if !p.opts.ShowManagedFields {
+		c.SetManagedFields(nil)
+	}
 	return c
 }
 

@@ -768,3 +768,20 @@ func TestPrintLists(t *testing.T) {
 		}
 	})
 }
+
+// TestPrinter_ShowManagedFields: --show-managed-fields keeps them.
+func TestPrinter_ShowManagedFields(t *testing.T) {
+	pod := runningPod("default", "web", time.Minute)
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "podlab-run", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1"}}
+	var buf bytes.Buffer
+	p, err := NewPrinter(&buf, mustResource(t, "pods"), PrintOptions{Output: "yaml", ShowManagedFields: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Print(pod); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); !strings.Contains(out, "managedFields:\n  - fieldsType: FieldsV1\n    manager: podlab-run\n    operation: Update") {
+		t.Errorf("-o yaml --show-managed-fields lacks the entry:\n%s", out)
+	}
+}

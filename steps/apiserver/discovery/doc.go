@@ -33,7 +33,7 @@
 // what a real kube-apiserver serves (api/discovery and api/openapi-spec in
 // the k8s.io/kubernetes module), and `go run ./steps/apiserver/discovery/gen`
 // filters them to the resources podlab serves (apiserver.Resources and
-// Subresources) into data/, embedded into the binary: the lists, short
+// apiserver.Subresources) into data/, embedded into the binary: the lists, short
 // names, categories, verbs, storage version hashes and schemas are the real
 // server's, byte for byte. A test checks that the embedded documents and
 // podlab's resource table agree, so neither drifts from the other.

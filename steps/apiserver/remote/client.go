@@ -300,6 +300,12 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 	if opts.Subresource != "" {
 		req = req.SubResource(opts.Subresource)
 	}
+	if opts.FieldManager != "" {
+		req = req.Param("fieldManager", opts.FieldManager)
+	}
+	if opts.Force {
+		req = req.Param("force", "true")
+	}
 	return c.object(ctx, "patching "+res.Singular+" "+name, req)
 }
 

@@ -188,6 +188,11 @@ func must(t testing.TB, err error) {
 }
 
 // normalize clears what two labs cannot share: uids and times.
+// appliedPod is a pod as a server-side apply sends it, labelled app=label.
+func appliedPod(label string) []byte {
+	return []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","labels":{"app":"` + label + `"}},"spec":{"containers":[{"name":"web","image":"nginx:1.25"}]}}`)
+}
+
 func normalize(obj apiserver.Object) {
 	if obj == nil {
 		return
@@ -356,6 +361,23 @@ func TestClient_SameAsInProcess(t *testing.T) {
 			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
 				return c.Patch(ctx, "pods", "default", "web", types.StrategicMergePatchType,
 					[]byte(`{"metadata":{"labels":{"tier":"front"}}}`), apiserver.PatchOptions{})
+			}},
+		{name: "server-side apply by another manager is a conflict",
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Patch(ctx, "pods", "default", "web", types.ApplyPatchType, appliedPod("a"), apiserver.PatchOptions{FieldManager: "alice"})
+				return err
+			},
+			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
+				return c.Patch(ctx, "pods", "default", "web", types.ApplyPatchType, appliedPod("b"), apiserver.PatchOptions{FieldManager: "bob"})
+			},
+			want: apierrors.IsConflict},
+		{name: "server-side apply with force takes the field",
+			setup: func(c apiserver.Interface, ctx context.Context) error {
+				_, err := c.Patch(ctx, "pods", "default", "web", types.ApplyPatchType, appliedPod("a"), apiserver.PatchOptions{FieldManager: "alice"})
+				return err
+			},
+			op: func(c apiserver.Interface, ctx context.Context) (apiserver.Object, error) {
+				return c.Patch(ctx, "pods", "default", "web", types.ApplyPatchType, appliedPod("b"), apiserver.PatchOptions{FieldManager: "bob", Force: true})
 			}},
 		{name: "json patch of a missing path is Invalid",
 			setup: func(c apiserver.Interface, ctx context.Context) error {

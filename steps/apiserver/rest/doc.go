@@ -28,7 +28,8 @@
 //  3. Authorization: may this user do this verb on this resource? The
 //     verb comes from the HTTP method and the path: GET of one object is
 //     "get", of a collection "list", with ?watch=true "watch"; POST is
-//     "create", PUT "update", PATCH "patch", DELETE "delete". podlab's
+//     "create", PUT "update", PATCH "patch", DELETE "delete" (of a
+//     collection, "deletecollection"). podlab's
 //     gate asks RBAC (package rbac); 403 Forbidden, in kube's words, if
 //     no rule allows it.
 //  4. Admission, mutating then validating, and validation of the object
@@ -50,10 +51,16 @@
 //
 // Every resource of apiserver.Resources(), namespaced and cluster-scoped:
 // GET (get; list with labelSelector, fieldSelector, limit, continue,
-// resourceVersion and resourceVersionMatch;
-// watch), POST (create), PUT (update), PATCH (strategic merge, JSON merge
-// and JSON patch), DELETE (gracePeriodSeconds; propagationPolicy is
-// accepted: podlab has no garbage collector to hand it to). Subresources:
+// resourceVersion and resourceVersionMatch; watch), POST (create), PUT
+// (update), PATCH (strategic merge, JSON merge,
+// JSON patch, and server-side apply: application/apply-patch+yaml with
+// fieldManager and force, `kubectl apply --server-side`), DELETE of an
+// object (gracePeriodSeconds; propagationPolicy is accepted: podlab has no
+// garbage collector to hand it to) and of a collection (labelSelector,
+// fieldSelector; the answer lists what was deleted). Every write records
+// metadata.managedFields under the request's manager: ?fieldManager=, else
+// the User-Agent's first segment (kubectl-create, kubectl-client-side-apply),
+// as kube-apiserver names it. Subresources:
 // pods/binding, pods/status, deployments/scale and replicasets/scale (an
 // autoscaling/v1 Scale), namespaces/status. SelfSubjectAccessReview and
 // SelfSubjectRulesReview (kubectl auth can-i, can-i --list), and

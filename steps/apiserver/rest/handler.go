@@ -8,9 +8,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/podlab/podlab/steps/apiserver"
@@ -128,6 +131,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.phases != nil {
 		opts = append(opts, apiserver.WithPhases(func(p apiserver.Phase) { h.phases(label(who), p) }))
 	}
+	opts = append(opts, apiserver.WithFieldManager(managerOrUserAgent(r.URL.Query().Get("fieldManager"), r.UserAgent())))
 	c := h.s.ClientFor(u, via, opts...)
 	if target, ok := impersonation(r); ok {
 		who = u.Name + " as " + target.Name
@@ -186,4 +190,26 @@ func (h *Handler) serveNonResource(w http.ResponseWriter, r *http.Request, c *ap
 		return
 	}
 	h.fallback.ServeHTTP(w, r)
+}
+
+// managerOrUserAgent is the field manager a write is recorded under, as
+// kube-apiserver names it: ?fieldManager=, else the User-Agent up to its
+// first "/" ("kubectl-client-side-apply/v1.37.2 (linux/amd64) ..." is
+// kubectl-client-side-apply), printable characters only, at most 128
+// bytes.
+func managerOrUserAgent(manager, userAgent string) string {
+	if manager != "" {
+		return manager
+	}
+	var b strings.Builder
+	for _, r := range strings.Split(userAgent, "/")[0] {
+		if !unicode.IsPrint(r) {
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > validation.FieldManagerMaxLength {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

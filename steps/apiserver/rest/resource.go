@@ -10,6 +10,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -118,7 +119,14 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, c *apise
 	case r.Method == http.MethodPut && info.name != "" && info.subresource != "binding":
 		obj, err = h.update(w, r, c, res, info)
 	case r.Method == http.MethodPatch && info.name != "" && info.subresource != "binding":
-		obj, err = h.patch(r, c, res, info)
+		var created bool
+		obj, created, err = h.patch(r, c, res, info)
+		if created {
+			code = http.StatusCreated
+		}
+	case r.Method == http.MethodDelete && info.name == "" && info.subresource == "":
+		h.deleteCollection(w, r, c, res, info)
+		return
 	case r.Method == http.MethodDelete && info.name != "" && info.subresource == "":
 		obj, code, err = h.delete(w, r, c, res, info)
 		if err == nil && obj == nil {
@@ -310,18 +318,31 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, c *apiserver.Cl
 	return c.Update(r.Context(), obj)
 }
 
-func (h *Handler) patch(r *http.Request, c *apiserver.Client, res apiserver.Resource, info requestInfo) (apiserver.Object, error) {
+// patch applies a patch; a server-side apply (application/apply-patch+yaml)
+// may create the object, and then created is true (201).
+func (h *Handler) patch(r *http.Request, c *apiserver.Client, res apiserver.Resource, info requestInfo) (obj apiserver.Object, created bool, err error) {
 	pt := types.PatchType(mediaType(r.Header.Get("Content-Type")))
 	switch pt {
-	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType, types.ApplyPatchType:
 	default:
-		return nil, unsupportedMediaType(string(pt), string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType))
+		return nil, false, unsupportedMediaType(string(pt), string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyPatchType))
 	}
 	data, err := readJSONBody(r)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return c.Patch(r.Context(), res.Name, info.namespace, info.name, pt, data, apiserver.PatchOptions{Subresource: info.subresource})
+	q := r.URL.Query()
+	opts := apiserver.PatchOptions{Subresource: info.subresource, FieldManager: q.Get("fieldManager")}
+	if v := q.Get("force"); v != "" {
+		if opts.Force, err = strconv.ParseBool(v); err != nil {
+			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("force=%q is not a boolean: use force=true to take over other managers' fields", v))
+		}
+	}
+	if pt == types.ApplyPatchType {
+		return c.Apply(r.Context(), res.Name, info.namespace, info.name, data, opts)
+	}
+	obj, err = c.Patch(r.Context(), res.Name, info.namespace, info.name, pt, data, opts)
+	return obj, false, err
 }
 
 func (h *Handler) bind(w http.ResponseWriter, r *http.Request, c *apiserver.Client, info requestInfo) error {
@@ -342,17 +363,65 @@ func (h *Handler) bind(w http.ResponseWriter, r *http.Request, c *apiserver.Clie
 // naming it when it is gone, as kube-apiserver does for a store that does
 // not return deleted objects.
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, c *apiserver.Client, res apiserver.Resource, info requestInfo) (apiserver.Object, int, error) {
+	opts, err := deleteOptions(w, r)
+	if err != nil {
+		return nil, 0, err
+	}
+	gone, err := c.Delete(r.Context(), res.Name, info.namespace, info.name, opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	if gone != nil {
+		return gone, http.StatusOK, nil
+	}
+	return nil, http.StatusOK, nil
+}
+
+// deleteCollection deletes what the selectors of the query match (DELETE
+// on a collection, client-go's DeleteCollection) and answers, as
+// kube-apiserver does, the list of the deleted objects (a PodList...),
+// each as its delete left it.
+func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, c *apiserver.Client, res apiserver.Resource, info requestInfo) {
+	if res.Namespaced && info.namespace == "" {
+		writeError(w, r, methodNotSupported(res, info, r.Method))
+		return
+	}
+	opts, err := deleteOptions(w, r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	l, err := c.DeleteCollection(r.Context(), res.Name, info.namespace, opts, apiserver.ListOptions{
+		LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector")})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	list, err := typedList(res, l.Items)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	lm, _ := meta.ListAccessor(list)
+	lm.SetResourceVersion(l.ResourceVersion)
+	writeJSON(w, http.StatusOK, list)
+}
+
+// deleteOptions reads a delete's options from its body (a DeleteOptions)
+// and its query.
+func deleteOptions(w http.ResponseWriter, r *http.Request) (apiserver.DeleteOptions, error) {
 	var opts metav1.DeleteOptions
 	if r.ContentLength != 0 {
 		if err := decodeObject(w, r, &opts, metav1.SchemeGroupVersion.WithKind("DeleteOptions")); err != nil {
-			return nil, 0, err
+			return apiserver.DeleteOptions{}, err
 		}
 	}
 	q := r.URL.Query()
 	if v := q.Get("gracePeriodSeconds"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("gracePeriodSeconds %q is not a number", v))
+			return apiserver.DeleteOptions{}, apierrors.NewBadRequest(fmt.Sprintf("gracePeriodSeconds %q is not a number", v))
 		}
 		opts.GracePeriodSeconds = &n
 	}
@@ -364,21 +433,14 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, c *apiserver.Cl
 		switch *p {
 		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
 		default:
-			return nil, 0, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "DeleteOptions"}, "", field.ErrorList{
+			return apiserver.DeleteOptions{}, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "DeleteOptions"}, "", field.ErrorList{
 				field.NotSupported(field.NewPath("propagationPolicy"), *p, []string{string(metav1.DeletePropagationForeground), string(metav1.DeletePropagationBackground), string(metav1.DeletePropagationOrphan)})})
 		}
 	}
-	gone, err := c.Delete(r.Context(), res.Name, info.namespace, info.name, apiserver.DeleteOptions{
+	return apiserver.DeleteOptions{
 		GracePeriodSeconds: opts.GracePeriodSeconds,
 		Force:              opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds == 0,
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	if gone != nil {
-		return gone, http.StatusOK, nil
-	}
-	return nil, http.StatusOK, nil
+	}, nil
 }
 
 // boolParam reads a boolean query parameter as kube does ("true", "1").

@@ -154,7 +154,7 @@ func newServed(resources []apiserver.Resource) served {
 			s.versions[r.Group] = append(s.versions[r.Group], r.Version)
 		}
 		s.names[gv][r.Name] = true
-		for _, sub := range discovery.Subresources(r) {
+		for _, sub := range apiserver.Subresources(r) {
 			s.names[gv][r.Name+"/"+sub] = true
 		}
 	}

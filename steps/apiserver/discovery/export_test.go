@@ -1,0 +1,7 @@
+package discovery
+
+// For the external tests (resources_test.go).
+var (
+	ReadDoc  = readDoc
+	DocNames = docNames
+)
