@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -137,19 +138,43 @@ func componentClient(c *cli.Context, identity string, wait bool) (*remote.Client
 				fmt.Fprintf(w, "the API server at %s answers: resuming\n", host)
 			}
 		}))
-		rc, err := remote.FromKubeconfig(kc, opts...)
+		rc, err := newComponentClient(kc, identity, opts...)
 		if err != nil {
 			return nil, err
 		}
 		host = rc.Host()
 		return rc, rc.WaitForServer(c.Context)
 	}
-	rc, err := remote.FromKubeconfig(kc)
+	rc, err := newComponentClient(kc, identity)
 	if err != nil {
 		return nil, err
 	}
 	if err := rc.Ping(c.Context); err != nil {
 		return nil, unreachable(rc.Host(), kc, err)
+	}
+	return rc, nil
+}
+
+// newComponentClient is the client of kubeconfig, with the User-Agent the
+// component's Kubernetes counterpart sends (kube-scheduler/..., kubelet/...):
+// the API server names the field manager of its writes after its first
+// segment, so managedFields say which component wrote which field.
+func newComponentClient(kubeconfig, identity string, opts ...remote.Option) (*remote.Client, error) {
+	cfg, err := remote.LoadKubeconfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	agent := "kubelet" // a node's
+	switch identity {
+	case "kube-scheduler", "kube-controller-manager":
+		agent = identity
+	case "admin":
+		agent = "podlab"
+	}
+	cfg.UserAgent = agent + "/podlab (" + runtime.GOOS + "/" + runtime.GOARCH + ")"
+	rc, err := remote.New(cfg, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	return rc, nil
 }

@@ -181,6 +181,12 @@ func TestComponents_OverTheNetwork(t *testing.T) {
 	if !strings.HasPrefix(strings.TrimSpace(rs), "replicaset.apps/test-") {
 		t.Fatalf("no ReplicaSet test-<hash>: %q", rs)
 	}
+	// the API server names a write's field manager after the client's
+	// User-Agent, as kube-controller-manager's ReplicaSets say
+	// "manager: kube-controller-manager"
+	if m := admin("get", "rs", "-o", "jsonpath={.items[0].metadata.managedFields[0].manager}", "--show-managed-fields"); m != "kube-controller-manager" {
+		t.Errorf("the ReplicaSet's field manager: %q, want kube-controller-manager", m)
+	}
 	out = mustPodlab(t, state, "scheduler", "--once", "--kubeconfig", l.Kubeconfig("kube-scheduler"))
 	if !strings.Contains(out, "2 bound") {
 		t.Errorf("scheduler --once over the network:\n%s", out)
