@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -397,6 +398,66 @@ func TestListSelectorsAndWatch(t *testing.T) {
 				t.Errorf("%d items, want %d", len(l.Items), tt.want)
 			}
 		})
+	}
+}
+
+// TestList_EventsByInvolvedObject: `kubectl describe pod` lists the pod's
+// Events with a field selector on involvedObject.name, .namespace and .uid;
+// kube-apiserver's event strategy selects on those fields, and so must
+// podlab, or describe prints "Events: <none>" (it ignores the 400).
+func TestList_EventsByInvolvedObject(t *testing.T) {
+	s, _ := testServer(t)
+	admin := as(t, s, "admin")
+	a, err := admin.Create(ctx(t), testPod("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := admin.Create(ctx(t), testPod("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := NewRecorder(admin, "default-scheduler", "")
+	if err := rec.Event(ctx(t), a, corev1.EventTypeNormal, "Scheduled", "Successfully assigned default/a to node-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Event(ctx(t), b, corev1.EventTypeWarning, "FailedScheduling", "0/1 nodes are available"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		selector string
+		want     string // the reasons of the events listed
+	}{
+		{"kubectl describe's selector", "involvedObject.name=a,involvedObject.namespace=default,involvedObject.uid=" + string(a.GetUID()), "Scheduled"},
+		{"by kind", "involvedObject.kind=Pod", "Scheduled FailedScheduling"},
+		{"by uid of the other pod", "involvedObject.uid=" + string(b.GetUID()), "FailedScheduling"},
+		{"by type", "type=Warning", "FailedScheduling"},
+		{"by reason", "reason=Scheduled", "Scheduled"},
+		{"no match", "involvedObject.uid=nope", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := admin.List(ctx(t), "events", "default", ListOptions{FieldSelector: tt.selector})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range l.Items {
+				got = append(got, o.(*corev1.Event).Reason)
+			}
+			slices.Sort(got)
+			want := strings.Fields(tt.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("events %v, want %v", got, want)
+			}
+		})
+	}
+	// a pod's fields are not an event's, nor an event's a pod's
+	for _, c := range []struct{ resource, selector string }{{"events", "spec.nodeName=node-1"}, {"pods", "involvedObject.uid=x"}} {
+		if _, err := admin.List(ctx(t), c.resource, "default", ListOptions{FieldSelector: c.selector}); !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "field label not supported") {
+			t.Errorf("%s with %s: %v, want 400 field label not supported", c.resource, c.selector, err)
+		}
 	}
 }
 

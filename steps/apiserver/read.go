@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,7 +73,7 @@ type selector struct {
 	fields fields.Selector
 }
 
-func parseSelectors(opts ListOptions) (selector, error) {
+func parseSelectors(res Resource, opts ListOptions) (selector, error) {
 	var s selector
 	var err error
 	if s.labels, err = labels.Parse(opts.LabelSelector); err != nil {
@@ -80,14 +82,30 @@ func parseSelectors(opts ListOptions) (selector, error) {
 	if s.fields, err = fields.ParseSelector(opts.FieldSelector); err != nil {
 		return s, apierrors.NewBadRequest(fmt.Sprintf("unable to parse the field selector %q: %v", opts.FieldSelector, err))
 	}
+	supported := fieldLabels(res)
 	for _, r := range s.fields.Requirements() {
-		switch r.Field {
-		case "metadata.name", "metadata.namespace", "spec.nodeName", "status.phase":
-		default:
-			return s, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s (podlab supports metadata.name, metadata.namespace, spec.nodeName, status.phase)", r.Field))
+		if !slices.Contains(supported, r.Field) {
+			return s, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s (podlab supports %s for %s)", r.Field, strings.Join(supported, ", "), res.Name))
 		}
 	}
 	return s, nil
+}
+
+// fieldLabels are the fields a field selector on res may name, as
+// kube-apiserver's registry strategies for the resource select them
+// (GetAttrs): every object's name and namespace, a pod's node and phase,
+// and an event's involvedObject, which `kubectl describe` asks for.
+func fieldLabels(res Resource) []string {
+	common := []string{"metadata.name", "metadata.namespace"}
+	switch res.Name {
+	case "pods":
+		return append(common, "spec.nodeName", "status.phase")
+	case "events":
+		return append(common, "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+			"involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+			"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type")
+	}
+	return common
 }
 
 func (s selector) empty() bool { return s.labels.Empty() && s.fields.Empty() }
@@ -100,9 +118,23 @@ func (s selector) matches(obj Object) bool {
 		return true
 	}
 	set := fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}
-	if pod, ok := obj.(*corev1.Pod); ok {
-		set["spec.nodeName"] = pod.Spec.NodeName
-		set["status.phase"] = string(pod.Status.Phase)
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		set["spec.nodeName"] = o.Spec.NodeName
+		set["status.phase"] = string(o.Status.Phase)
+	case *corev1.Event:
+		io := o.InvolvedObject
+		set["involvedObject.kind"] = io.Kind
+		set["involvedObject.namespace"] = io.Namespace
+		set["involvedObject.name"] = io.Name
+		set["involvedObject.uid"] = string(io.UID)
+		set["involvedObject.apiVersion"] = io.APIVersion
+		set["involvedObject.resourceVersion"] = io.ResourceVersion
+		set["involvedObject.fieldPath"] = io.FieldPath
+		set["reason"] = o.Reason
+		set["reportingComponent"] = o.ReportingController
+		set["source"] = o.Source.Component
+		set["type"] = o.Type
 	}
 	return s.fields.Matches(set)
 }
@@ -113,7 +145,7 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 	if err != nil {
 		return nil, err
 	}
-	sel, err := parseSelectors(opts)
+	sel, err := parseSelectors(res, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +261,7 @@ func (c *Client) Watch(ctx context.Context, resource, namespace string, opts Lis
 	if err != nil {
 		return nil, err
 	}
-	sel, err := parseSelectors(opts)
+	sel, err := parseSelectors(res, opts)
 	if err != nil {
 		return nil, err
 	}
