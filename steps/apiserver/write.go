@@ -469,7 +469,7 @@ func (c *Client) DeleteCollection(ctx context.Context, resource, namespace strin
 	if err != nil {
 		return nil, err
 	}
-	sel, err := parseSelectors(list)
+	sel, err := parseSelectors(res, list)
 	if err != nil {
 		return nil, err
 	}
