@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podlab/podlab/steps/apiserver"
 )
@@ -57,18 +58,29 @@ func readLog(ctx context.Context, c apiserver.Interface, r logRequest, upTo int6
 	log := &watchLog{after: 1}
 	opts := r.opts
 	opts.ResourceVersion = "1"
-	w, err := c.Watch(wctx, r.resource, r.namespace, opts)
+	err := readableAt(ctx, c, r, 1)
+	if err == nil {
+		var w apiserver.Watcher
+		if w, err = c.Watch(wctx, r.resource, r.namespace, opts); err == nil {
+			return follow(ctx, log, w, r, upTo, idle)
+		}
+	}
 	if apierrors.IsResourceExpired(err) {
 		if log.after, err = oldestWatchable(ctx, c, r, upTo); err != nil {
 			return nil, err
 		}
 		log.compacted = true
 		opts.ResourceVersion = strconv.FormatInt(log.after, 10)
-		w, err = c.Watch(wctx, r.resource, r.namespace, opts)
+		var w apiserver.Watcher
+		if w, err = c.Watch(wctx, r.resource, r.namespace, opts); err == nil {
+			return follow(ctx, log, w, r, upTo, idle)
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("watching %s from the start of the log: %w", r.resource, forbiddenHint(err))
-	}
+	return nil, fmt.Errorf("watching %s from the start of the log: %w", r.resource, forbiddenHint(err))
+}
+
+// follow reads w until upTo, r.done or idle (see readLog).
+func follow(ctx context.Context, log *watchLog, w apiserver.Watcher, r logRequest, upTo int64, idle time.Duration) (*watchLog, error) {
 	if upTo <= log.after {
 		return log, nil // nothing was written since
 	}
@@ -100,18 +112,28 @@ func readLog(ctx context.Context, c apiserver.Interface, r logRequest, upTo int6
 	}
 }
 
+// readableAt asks whether the store still holds revision rev of r's
+// resource: a list read exactly at rev (resourceVersionMatch=Exact) is
+// 410 Gone when the log was compacted past it, as a watch from rev would
+// be. A list answers at once, where a watch over HTTP answers 410 only as
+// the first event of a stream that, when it is not compacted, waits.
+func readableAt(ctx context.Context, c apiserver.Interface, r logRequest, rev int64) error {
+	opts := r.opts
+	opts.ResourceVersion = strconv.FormatInt(rev, 10)
+	opts.ResourceVersionMatch = string(metav1.ResourceVersionMatchExact)
+	_, err := c.List(ctx, r.resource, r.namespace, opts)
+	return err
+}
+
 // oldestWatchable finds the compacted revision: the lowest revision a
 // watch may start after. The API server says only "too old resource
-// version" (410 Gone), so it asks again, halving the range each time.
+// version" (410 Gone), so it asks again (readableAt), halving the range
+// each time.
 func oldestWatchable(ctx context.Context, c apiserver.Interface, r logRequest, upTo int64) (int64, error) {
 	lo, hi := int64(1), upTo // a watch after lo fails; after hi (now) works
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		pctx, cancel := context.WithCancel(ctx)
-		opts := r.opts
-		opts.ResourceVersion = strconv.FormatInt(mid, 10)
-		_, err := c.Watch(pctx, r.resource, r.namespace, opts)
-		cancel()
+		err := readableAt(ctx, c, r, mid)
 		switch {
 		case err == nil:
 			hi = mid

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,8 +22,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/remote"
+	"github.com/podlab/podlab/steps/apiserver/rest"
 	"github.com/podlab/podlab/steps/store"
 	"github.com/podlab/podlab/steps/trace"
 )
@@ -445,6 +450,25 @@ func TestPod_CompactedLog(t *testing.T) {
 	if !reflect.DeepEqual(got, w) {
 		t.Errorf("entries after compaction:\n got %v\nwant %v", got, w)
 	}
+	// Over HTTPS, where a watch from a compacted revision is 410 only as
+	// the first event of its stream, the trace is the same.
+	hs := httptest.NewTLSServer(rest.New(c.srv, rest.WithAuthenticator("token file", c.srv.Tokens())))
+	defer hs.Close()
+	tok, err := c.srv.Tokens().TokenFor("admin")
+	must(t, err)
+	rc, err := remote.New(&restclient.Config{Host: hs.URL, BearerToken: tok, TLSClientConfig: restclient.TLSClientConfig{
+		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw})}})
+	must(t, err)
+	overHTTP, err := trace.Pod(ctx, rc, "default", "web")
+	must(t, err)
+	var gotHTTP []want
+	for _, e := range overHTTP.Entries {
+		gotHTTP = append(gotHTTP, want{e.Stage, e.Component, e.Revision})
+	}
+	if !overHTTP.Compacted || overHTTP.CompleteAfter != bound || !reflect.DeepEqual(gotHTTP, w) {
+		t.Errorf("over HTTPS: compacted=%v, complete after %d, entries %v; want after %d, %v", overHTTP.Compacted, overHTTP.CompleteAfter, gotHTTP, bound, w)
+	}
+
 	var text bytes.Buffer
 	must(t, trace.WriteText(&text, tl))
 	if !strings.Contains(text.String(), "compacted: it is complete after revision") {
