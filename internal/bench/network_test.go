@@ -276,6 +276,10 @@ func BenchmarkNetworkCreates(b *testing.B) {
 		}
 		mu.Unlock()
 		watchP99 := p99(delivery)
+		if rate < netCreateTarget || createP99 >= netP99Target || watchP99 >= netWatchTarget {
+			b.Errorf("HTTPS creates: %.0f/s (target >= %.0f), p99 %.1f ms (< %.0f), watch delivery p99 %.1f ms (< %.0f)",
+				rate, netCreateTarget, createP99, netP99Target, watchP99, netWatchTarget)
+		}
 		fmt.Printf("%-50s %9.0f creates/s (target >= %.0f) %s\n", fmt.Sprintf("HTTPS pod creates, %d clients", netClients), rate, netCreateTarget, verdict(rate >= netCreateTarget))
 		fmt.Printf("%-50s %9.1f ms p99 (target < %.0f) %s\n", "  create latency", createP99, netP99Target, verdict(createP99 < netP99Target))
 		fmt.Printf("%-50s %9.1f ms p99 (target < %.0f) %s\n", "  watch delivery, response -> ADDED", watchP99, netWatchTarget, verdict(watchP99 < netWatchTarget))
@@ -309,6 +313,9 @@ func BenchmarkKubectlGet10000(b *testing.B) {
 			cpu = append(cpu, cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
 		}
 		got := medianDuration(times)
+		if got >= kubectlTarget {
+			b.Errorf("kubectl get pods on %d pods took %v (median), target under %v", kubectlPods, got, kubectlTarget)
+		}
 		fmt.Printf("%-50s %9.0f ms (median of %d; target < %d) %s; kubectl's own CPU %.0f ms\n", fmt.Sprintf("kubectl get pods, %d pods", kubectlPods),
 			ms(got), kubectlRounds, kubectlTarget.Milliseconds(), verdict(got < kubectlTarget), ms(medianDuration(cpu)))
 		b.ReportMetric(ms(got), "get-ms")
@@ -354,6 +361,9 @@ func BenchmarkNetworkScheduler(b *testing.B) {
 			b.Fatal(err)
 		}
 		rate := schedPods / elapsed.Seconds()
+		if rate < netSchedulerRate {
+			b.Errorf("the scheduler over HTTPS bound %.0f pods/s, target at least %.0f", rate, netSchedulerRate)
+		}
 		fmt.Printf("%-50s %9.0f pods/s (target >= %.0f) %s\n", fmt.Sprintf("scheduler over HTTPS, %d pods onto %d nodes", schedPods, schedNodes),
 			rate, netSchedulerRate, verdict(rate >= netSchedulerRate))
 		b.ReportMetric(rate, "pods/s")
@@ -370,6 +380,9 @@ func BenchmarkNetworkPodStartup(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		loop := syncLoopStartup(b, f)
+		if loop >= startupTarget {
+			b.Errorf("create -> Running over HTTPS took %v (median), target under %v", loop, startupTarget)
+		}
 		fmt.Printf("%-50s %9.1f ms (median of %d; target < %d) %s\n", "create -> Running over HTTPS, cached image",
 			ms(loop), startupRounds, startupTarget.Milliseconds(), verdict(loop < startupTarget))
 		b.ReportMetric(ms(loop), "startup-ms")
