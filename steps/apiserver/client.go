@@ -84,22 +84,12 @@ type ListOptions struct {
 	FieldSelector string
 	// ResourceVersion: for Watch, the revision to start after.
 	ResourceVersion string
-	// Limit, if positive, makes List return one page: at most Limit items,
-	// and in List.Next where the next page starts (a chunked list, as
-	// kubectl reads 500 objects at a time).
-	Limit int64
-	// Start is where the page starts: the "namespace/name" of its first
-	// object ("/name" for a cluster-scoped one), as List.Next says.
-	Start string
 }
 
 // List is the result of a list call.
 type List struct {
 	Items           []Object
 	ResourceVersion string
-	// Next is the Start of the next page when ListOptions.Limit left
-	// items out; "" when there are none.
-	Next string
 }
 
 // PatchOptions control a patch.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,18 +121,6 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 	if err != nil {
 		return nil, err
 	}
-	from := ""
-	if opts.Start != "" {
-		ns, name, _ := strings.Cut(opts.Start, "/")
-		from = res.Key(ns, name)
-	}
-	// A page without selectors reads only its own keys (and the next one,
-	// to know there is more); with selectors, every key from its start,
-	// since only decoding tells which match.
-	readAtMost := -1
-	if opts.Limit > 0 && sel.labels.Empty() && sel.fields.Empty() {
-		readAtMost = int(opts.Limit) + 1
-	}
 	var raw []store.KV
 	var rev int64
 	err = c.s.store.View(ctx, func(tx *store.Tx) error {
@@ -141,17 +128,7 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 			return err
 		}
 		rev = tx.Revision()
-		raw = nil
-		err := tx.ForEachFrom(res.Prefix(namespace), from, func(kv store.KV) error {
-			if len(raw) == readAtMost {
-				return errPageFull
-			}
-			raw = append(raw, kv)
-			return nil
-		})
-		if errors.Is(err, errPageFull) {
-			err = nil
-		}
+		raw, err = tx.List(res.Prefix(namespace))
 		return err
 	})
 	if err != nil {
@@ -166,16 +143,8 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 	if c.phases != nil {
 		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("listed %d keys under %s at revision %d, %d match", len(raw), res.Prefix(namespace), rev, len(items))})
 	}
-	l := &List{Items: items, ResourceVersion: strconv.FormatInt(rev, 10)}
-	if opts.Limit > 0 && int64(len(items)) > opts.Limit {
-		next := items[opts.Limit]
-		l.Items, l.Next = items[:opts.Limit], next.GetNamespace()+"/"+next.GetName()
-	}
-	return l, nil
+	return &List{Items: items, ResourceVersion: strconv.FormatInt(rev, 10)}, nil
 }
-
-// errPageFull stops the read of a page.
-var errPageFull = errors.New("the page is full")
 
 // decodeAll decodes stored objects and keeps those sel matches, in key
 // order. Decoding JSON is most of a large list's cost, so a large list is

@@ -403,39 +403,3 @@ func otherBolt(t *testing.T) string {
 	}
 	return p
 }
-
-func TestTx_ForEachFrom(t *testing.T) {
-	s, _ := tempStore(t)
-	ctx := context.Background()
-	for _, k := range []string{"/p/a/1", "/p/a/2", "/p/b/1", "/q/1"} {
-		if _, err := s.Update(ctx, create(k, "v")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tests := []struct {
-		name, prefix, from string
-		want               []string
-	}{
-		{"from nothing: the whole prefix", "/p/", "", []string{"/p/a/1", "/p/a/2", "/p/b/1"}},
-		{"from a key", "/p/", "/p/a/2", []string{"/p/a/2", "/p/b/1"}},
-		{"from a key that is gone: the next", "/p/", "/p/a/3", []string{"/p/b/1"}},
-		{"from before the prefix", "/p/", "/a", []string{"/p/a/1", "/p/a/2", "/p/b/1"}},
-		{"from past the prefix", "/p/", "/q/", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-			if err := s.View(ctx, func(tx *Tx) error {
-				return tx.ForEachFrom(tt.prefix, tt.from, func(kv KV) error {
-					got = append(got, kv.Key)
-					return nil
-				})
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-		})
-	}
-}

@@ -328,24 +328,13 @@ func (tx *Tx) List(prefix string) ([]KV, error) {
 // at a time (each KV's Value is its own copy). fn's error stops the loop and
 // is returned.
 func (tx *Tx) ForEach(prefix string, fn func(KV) error) error {
-	return tx.ForEachFrom(prefix, "", fn)
-}
-
-// ForEachFrom is ForEach from the key from on (the keys before it are not
-// read): a page of a long list, which a client reads 500 keys at a time.
-// A from before prefix starts at prefix.
-func (tx *Tx) ForEachFrom(prefix, from string, fn func(KV) error) error {
 	if err := checkKey(prefix); err != nil {
 		return fmt.Errorf("listing %q: %w", prefix, err)
 	}
 	p := []byte(prefix)
-	start := p
-	if from > prefix {
-		start = []byte(from)
-	}
 	c := tx.keys.Cursor()
 	values := tx.revs.Cursor() // one cursor for every lookup: a B-tree descent each, no allocation
-	for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 		key := string(k)
 		kr, err := decodeKeyRecord(key, v)
 		if err != nil {
