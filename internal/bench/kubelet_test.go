@@ -61,7 +61,11 @@ type startupFixture struct {
 	cfg          kubelet.Config
 }
 
-func setupStartup(b *testing.B) *startupFixture {
+func setupStartup(b *testing.B) *startupFixture { return setupStartupWith(b, false) }
+
+// setupStartupWith is setupStartup, with every component a client of an
+// HTTPS API server (package remote, the lab's kubeconfigs) if network.
+func setupStartupWith(b *testing.B, network bool) *startupFixture {
 	b.Helper()
 	if os.Geteuid() != 0 {
 		testenv.Missing(b, "root, for runc and the pod sandbox")
@@ -92,14 +96,19 @@ func setupStartup(b *testing.B) *startupFixture {
 	}
 
 	dir := filepath.Join(diskDir(b), "state")
-	s, admin := initServer(b, dir)
-	f.admin = admin
-	if f.sched, err = s.ClientAs("system:kube-scheduler"); err != nil {
-		b.Fatal(err)
-	}
-	node, err := s.ClientAs("system:node:" + apiserver.HostNode)
-	if err != nil {
-		b.Fatal(err)
+	var node apiserver.Interface
+	if network {
+		l := startNetLab(b, dir)
+		f.admin, f.sched, node = l.remote(b, "admin"), l.remote(b, "kube-scheduler"), l.remote(b, apiserver.HostNode)
+	} else {
+		s, admin := initServer(b, dir)
+		f.admin = admin
+		if f.sched, err = s.ClientAs("system:kube-scheduler"); err != nil {
+			b.Fatal(err)
+		}
+		if node, err = s.ClientAs("system:node:" + apiserver.HostNode); err != nil {
+			b.Fatal(err)
+		}
 	}
 	f.cfg = kubelet.Config{StateDir: dir, Client: node, Runtime: testenv.Runc(b), Shim: []string{podlab, "runc", "shim"}}
 	if f.kubelet, err = kubelet.New(f.cfg); err != nil {

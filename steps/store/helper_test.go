@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -64,6 +65,32 @@ func runHelper(mode, path, arg string, out io.Writer) error {
 			}
 			fmt.Fprintf(out, "%d %s\n", rev, key)
 		}
+	case "concurrent": // 8 writers create two keys per write under arg until killed, print "REV KEY/a" once acknowledged
+		var mu sync.Mutex
+		errs := make(chan error, 8)
+		for w := range 8 {
+			go func() {
+				for i := 0; ; i++ {
+					key := fmt.Sprintf("%s/%d/%d", arg, w, i)
+					rev, err := s.Update(ctx, func(tx *Tx) error {
+						for _, half := range []string{"/a", "/b"} {
+							if _, err := tx.Create(key+half, []byte(strings.Repeat("x", 512))); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					fmt.Fprintf(out, "%d %s/a\n", rev, key)
+					mu.Unlock()
+				}
+			}()
+		}
+		return <-errs
 	case "busy": // write back to back for arg (a duration), print "started" first
 		d, err := time.ParseDuration(arg)
 		if err != nil {

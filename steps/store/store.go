@@ -44,6 +44,7 @@ type options struct {
 	mustExist   bool
 	bolt        func(*bolt.Options) // adjusts bbolt's options (benchmarks)
 	noBatch     bool                // one commit per Update, no WAL (benchmarks)
+	fsync       func(fd int) error  // stands in for fdatasync of the WAL (tests)
 }
 
 // Option configures Open.
@@ -91,6 +92,10 @@ func withBoltOptions(fn func(*bolt.Options)) Option { return func(o *options) { 
 // one write's commit).
 func withoutBatches() Option { return func(o *options) { o.noBatch = true } }
 
+// withFsync makes fn stand in for the WAL's fdatasync: tests see what each
+// fsync covers, as a power loss would.
+func withFsync(fn func(fd int) error) Option { return func(o *options) { o.fsync = fn } }
+
 // Store is etcd's role in podlab: one bbolt file of keys, and of the
 // records of their revisions, which hold the values and are the history
 // that watches read. It is safe for concurrent use, and several processes
@@ -112,6 +117,8 @@ type Store struct {
 	changed  chan struct{} // closed after each write of this process, then replaced
 
 	batch *batch // this burst's writes, not yet committed to the file (see wal.go); nil when none
+
+	gc groupCommit // which revisions are durable; the fsync writers share (see group.go)
 }
 
 // batch is the open read-write transaction that holds the writes of a
@@ -121,6 +128,7 @@ type batch struct {
 	tx   *bolt.Tx
 	wal  *wal
 	recs []walRecord // what the WAL holds, to redo the batch after a failed Update
+	last int64       // the newest revision written to the WAL (fsync'd or not); 0 if none
 }
 
 // Open opens the store at path, creating the file (0600) and its directory
@@ -167,6 +175,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		}
 	}
 	s := &Store{path: path, opts: o, probe: -1, changed: make(chan struct{})}
+	s.gc.cond.L = &s.gc.mu
 	if err := s.init(exists); err != nil {
 		s.Close()
 		return nil, err
@@ -252,12 +261,13 @@ func (s *Store) Close() error {
 // nothing). If fn returns an error, nothing it did is stored and the
 // revision does not move. The write is on disk (fsync'd, in the WAL) when
 // Update returns; the file itself gets it when the burst's batch is
-// committed (see wal.go).
+// committed (see wal.go). Concurrent Updates run fn one at a time, and
+// share the WAL's fsyncs (see group.go).
 //
 // Functions the transaction registered with Tx.OnDurable run after that,
 // just before Update returns.
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error) {
-	var rev int64
+	var rev, logged int64 // logged: the revision written to the WAL, to wait for
 	var wrote bool
 	var durable []func()
 	err := s.do(ctx, true, true, func(db *bolt.DB) (err error) {
@@ -285,9 +295,9 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error
 		if err != nil {
 			return err
 		}
-		logged := false
+		done := false
 		defer func() { // deferred: a panic in fn must not leave its writes in the batch
-			if !logged && len(tx.ops) > 0 && s.batch != nil {
+			if !done && len(tx.ops) > 0 && s.batch != nil {
 				if rerr := s.redoBatch(db); rerr != nil {
 					err = errors.Join(err, rerr)
 				}
@@ -303,15 +313,16 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error
 		if !tx.wrote {
 			// A compaction writes without a new revision, and a WAL record
 			// is replayed by its revision: commit the batch now instead.
-			logged = true
+			done = true
 			return s.commitBatch()
 		}
 		rec := walRecord{rev: tx.rev, ops: tx.ops}
-		if err := s.batch.wal.append(rec.encode()); err != nil {
+		if err := s.batch.wal.write(rec.encode()); err != nil {
 			return fmt.Errorf("writing the write-ahead log %s: %w", walPath(s.path), err)
 		}
-		logged = true
+		done = true
 		s.batch.recs = append(s.batch.recs, rec)
+		s.batch.last, logged = tx.rev, tx.rev
 		if s.batch.wal.off >= walSize {
 			// The write is durable already: if the commit fails, the
 			// handle goes, and the next open replays the WAL.
@@ -323,6 +334,11 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error
 	})
 	if err != nil {
 		return 0, err
+	}
+	// Not acknowledged before it is durable: wait for the fsync that covers
+	// it, or lead it (group.go).
+	if err := s.waitDurable(logged); err != nil {
+		return 0, fmt.Errorf("storing revision %d: %w", logged, err)
 	}
 	if wrote {
 		s.notify()
@@ -374,8 +390,8 @@ func (s *Store) redoBatch(db *bolt.DB) error {
 	}
 	if err != nil {
 		// The batch's writes are in the WAL: the next open replays them.
-		b.wal.f.Close()
 		s.batch = nil
+		s.keepInWAL(b, err)
 		s.release()
 		return fmt.Errorf("redoing the batch after a failed write: %w", err)
 	}
@@ -389,18 +405,36 @@ func (s *Store) commitBatch() error {
 	b := s.batch
 	s.batch = nil
 	if err := b.tx.Commit(); err != nil {
-		b.wal.f.Close() // its records stay: the next open replays them
-		return fmt.Errorf("committing %d writes to %s: %w (the write-ahead log %s keeps them, and the next open replays them)",
+		err = fmt.Errorf("committing %d writes to %s: %w (the write-ahead log %s keeps them, and the next open replays them)",
 			len(b.recs), s.path, err, walPath(s.path))
+		s.keepInWAL(b, err) // its records stay: the next open replays them
+		return err
 	}
+	s.gc.markDurable(b.last) // the commit fsync'd the file
 	return b.wal.close()
+}
+
+// keepInWAL closes the WAL of a batch that will not be committed, after an
+// fsync: its records, which some writers may still wait for, are then
+// durable there, and the next open replays them. s.mu is held.
+func (s *Store) keepInWAL(b *batch, cause error) {
+	if b.last > 0 {
+		if err := s.fsync(int(b.wal.f.Fd())); err != nil {
+			s.gc.markFailed(b.last, errors.Join(cause, err))
+		} else {
+			s.gc.markDurable(b.last)
+		}
+	}
+	b.wal.f.Close()
 }
 
 // View runs fn in one read-only transaction: a consistent snapshot. Writes
 // inside it fail with ErrReadOnly. It sees this process's batch.
 func (s *Store) View(ctx context.Context, fn func(tx *Tx) error) error {
 	var durable []func()
+	var seen int64
 	err := s.do(ctx, false, true, func(db *bolt.DB) error {
+		seen = s.batchRevision()
 		return s.read(db, func(tx *Tx) error {
 			if err := fn(tx); err != nil {
 				return err
@@ -412,10 +446,24 @@ func (s *Store) View(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return err
 	}
+	// What fn saw may include writes of the batch whose fsync is still to
+	// come: return only once they are durable, as their writers do.
+	if err := s.waitDurable(seen); err != nil {
+		return fmt.Errorf("reading the store: %w", err)
+	}
 	for _, f := range durable {
 		f()
 	}
 	return nil
+}
+
+// batchRevision is the newest revision of the batch, which a read sees,
+// durable or not; 0 without a batch. s.mu is held.
+func (s *Store) batchRevision() int64 {
+	if s.batch == nil {
+		return 0
+	}
+	return s.batch.last
 }
 
 // read runs fn in a read-only Tx: over the batch if there is one, else in a

@@ -9,7 +9,6 @@ import (
 	"os"
 
 	bolt "go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
 )
 
 // The write-ahead log, as etcd has one.
@@ -23,9 +22,9 @@ import (
 //
 // podlab does the same within a burst of operations. While a process holds
 // the file, its writes go into one open bbolt transaction (the batch) and
-// each Update appends what it wrote to the WAL, <store>.wal, and fsyncs it
-// before it returns: one small write to one page of a file written in
-// place. The batch is committed when the process lets go of the file (the
+// each Update appends what it wrote to the WAL, <store>.wal, and waits for
+// an fsync of it before it returns (concurrent writers share the fsync:
+// group.go): one small write to one page of a file written in place. The batch is committed when the process lets go of the file (the
 // linger ends, another process waits, Close), or when the WAL is full. No
 // other process can read the batch before that: bbolt's lock keeps them
 // out while the file is held, as it always did. If the process dies
@@ -187,12 +186,10 @@ func openWAL(path string) (*wal, error) {
 	return &wal{f: f}, nil
 }
 
-// append writes b at the end of the batch's records and fsyncs it.
-func (w *wal) append(b []byte) error {
+// write writes b at the end of the batch's records, without an fsync: the
+// writers of a batch share those (see group.go).
+func (w *wal) write(b []byte) error {
 	if _, err := w.f.WriteAt(b, w.off); err != nil {
-		return err
-	}
-	if err := unix.Fdatasync(int(w.f.Fd())); err != nil {
 		return err
 	}
 	w.off += int64(len(b))

@@ -130,7 +130,9 @@ func (w *Watcher) run(ctx context.Context, s *Store, prefix string, last int64) 
 // revision read up to; more says the limit stopped it.
 func (s *Store) readLog(ctx context.Context, prefix string, after int64, limit int) (evs []Event, upTo int64, more bool, err error) {
 	p := []byte(prefix)
+	var seen int64
 	err = s.do(ctx, false, false, func(db *bolt.DB) error {
+		seen = s.batchRevision()
 		return s.read(db, func(tx *Tx) error {
 			if after < tx.compacted {
 				return fmt.Errorf("watching %s: the watcher is at revision %d and the history was compacted up to revision %d: %w",
@@ -161,6 +163,10 @@ func (s *Store) readLog(ctx context.Context, prefix string, after int64, limit i
 			return nil
 		})
 	})
+	if err == nil {
+		// No event before its write is durable (see group.go).
+		err = s.waitDurable(seen)
+	}
 	return evs, upTo, more, err
 }
 
