@@ -2,15 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -113,8 +110,8 @@ func TestKubectl_TheSeedsCommands(t *testing.T) {
 		t.Fatalf("kubectl get -w's first line: %q, want nginx Pending on node <none>", f)
 	}
 
-	scheduler := startComponent(t, ctx, state, "scheduler", "--kubeconfig", l.Kubeconfig("kube-scheduler"))
-	startComponent(t, ctx, state, "controller-manager", "--kubeconfig", l.Kubeconfig("kube-controller-manager"))
+	_, scheduler := startComponent(t, state, "scheduler", "--kubeconfig", l.Kubeconfig("kube-scheduler"))
+	startComponent(t, state, "controller-manager", "--kubeconfig", l.Kubeconfig("kube-controller-manager"))
 	for {
 		f := strings.Fields(next())
 		if len(f) >= 7 && f[0] == "nginx" && f[6] == "node-2" {
@@ -149,14 +146,13 @@ func TestKubectl_TheSeedsCommands(t *testing.T) {
 	// kubectl delete marks nginx, prints its line, and waits until the pod
 	// is gone: the kubelet of node-2 confirms with a delete of grace 0
 	del := exec.CommandContext(ctx, kubectl, "--kubeconfig", l.Kubeconfig("admin"), "delete", "pod", "nginx")
-	var delOut syncBuffer
+	var delOut lockedBuffer
 	del.Stdout, del.Stderr = &delOut, &delOut
 	if err := del.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, func() bool { return strings.Contains(delOut.String(), `pod "nginx" deleted from default namespace`) }); err != nil {
-		t.Fatalf("kubectl delete pod nginx printed no deleted line: %v\n%s", err, delOut.String())
-	}
+	waitFor(t, time.Minute, func() bool { return strings.Contains(delOut.String(), `pod "nginx" deleted from default namespace`) },
+		"kubectl delete pod nginx to print its deleted line", &delOut)
 	run(step{"the kubelet's final delete", "node-2", []string{"delete", "pod", "nginx", "--grace-period=0", "--force"}, []string{`pod "nginx" force deleted`}})
 	if err := del.Wait(); err != nil {
 		t.Fatalf("kubectl delete pod nginx: %v\n%s", err, delOut.String())
@@ -248,60 +244,3 @@ func hasRow(out string, row []string) bool {
 	}
 	return false
 }
-
-// startComponent runs `podlab NAME ARGS...` for state in the background
-// (this test binary, run as podlab) until the test ends, its output in the
-// buffer returned.
-func startComponent(t *testing.T, ctx context.Context, state, name string, args ...string) *syncBuffer {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"--state-dir", state, name}, args...)...)
-	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("podlab %s:\n%s", name, out.String())
-		}
-	})
-	return out
-}
-
-// waitFor polls cond every 50 ms until it holds or ctx ends: for output a
-// process writes, which has no watch to wait on.
-func waitFor(ctx context.Context, cond func() bool) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
-	return nil
-}
-
-// syncBuffer is a bytes.Buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var _ io.Writer = (*syncBuffer)(nil)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -15,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -243,11 +243,11 @@ func TestKubectl_LogsAndExecThroughTheKubelet(t *testing.T) {
 // startKubelet runs `podlab kubelet` as its own process (this test
 // binary, run as podlab) and stops it with SIGINT when the test ends. Its
 // output is returned for failure messages.
-func startKubelet(t *testing.T, state, runc string, args ...string) *syncBuffer {
+func startKubelet(t *testing.T, state, runc string, args ...string) *lockedBuffer {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"--state-dir", state, "kubelet"}, args...)...)
 	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PODLAB_RUNTIME="+runc)
-	out := &syncBuffer{}
+	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func startKubelet(t *testing.T, state, runc string, args ...string) *syncBuffer 
 }
 
 // waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, cond func() bool, what string, log *syncBuffer) {
+func waitFor(t *testing.T, d time.Duration, cond func() bool, what string, log fmt.Stringer) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -340,22 +340,4 @@ func shellRegistry(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return ref
-}
-
-// syncBuffer is a bytes.Buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
