@@ -35,14 +35,7 @@ func (c *Client) Access(ctx context.Context, verb, resource, subresource, namesp
 		if err != nil {
 			return err
 		}
-		switch {
-		case dd.node.Allowed:
-			d = rbac.Decision{Allowed: true, Reason: "Node: " + dd.nodeSummary}
-		case dd.node.Reason != "" && !dd.rbac.Allowed:
-			d = rbac.Decision{Reason: "Node: " + dd.node.Reason + "; " + dd.rbac.Reason}
-		default:
-			d = dd.rbac
-		}
+		d = dd.review()
 		return nil
 	})
 	return u, d, err
@@ -184,14 +177,7 @@ func (c *Client) Authorize(ctx context.Context, a rbac.Attributes) (rbac.Decisio
 		if err != nil {
 			return err
 		}
-		switch {
-		case dd.node.Allowed:
-			d = rbac.Decision{Allowed: true, Reason: "Node: " + dd.nodeSummary}
-		case dd.node.Reason != "" && !dd.rbac.Allowed:
-			d = rbac.Decision{Reason: "Node: " + dd.node.Reason + "; " + dd.rbac.Reason}
-		default:
-			d = dd.rbac
-		}
+		d = dd.review()
 		if !d.Allowed {
 			// kube-apiserver's ForbiddenStatusError names the resource
 			// without its subresource: pods "web" is forbidden: User
@@ -212,4 +198,17 @@ func (c *Client) Authorize(ctx context.Context, a rbac.Attributes) (rbac.Decisio
 		return nil
 	})
 	return d, err
+}
+
+// review is a decision as an access review reports it: the Node
+// authorizer's, when it allowed or had a reason to refuse and RBAC did not
+// allow either, else RBAC's.
+func (dd decision) review() rbac.Decision {
+	switch {
+	case dd.node.Allowed:
+		return rbac.Decision{Allowed: true, Reason: "Node: " + dd.nodeSummary}
+	case dd.node.Reason != "" && !dd.rbac.Allowed:
+		return rbac.Decision{Reason: "Node: " + dd.node.Reason + "; " + dd.rbac.Reason}
+	}
+	return dd.rbac
 }
