@@ -44,6 +44,8 @@ func newIssued(t *testing.T) issued {
 			NotBefore: time.Now().Add(-48 * time.Hour), Validity: 24 * time.Hour}},
 		"not yet": {ca, pki.Spec{CommonName: "admin", Usages: client, NotBefore: time.Now().Add(24 * time.Hour)}},
 		"serving": {ca, pki.Spec{CommonName: "kube-apiserver", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}},
+		"expiring": {ca, pki.Spec{CommonName: "admin", Organization: []string{authn.GroupMasters}, Usages: client,
+			NotBefore: time.Now().Add(-time.Hour), Validity: time.Hour + 30*time.Second}},
 	}
 	out := issued{ca: ca, certs: map[string]*pki.KeyPair{}}
 	for name, s := range specs {
@@ -102,6 +104,46 @@ func TestX509_AuthenticateRequest(t *testing.T) {
 			}
 			if err != nil || ok != tt.ok || u.Name != tt.user || !slices.Equal(u.Groups, tt.groups) {
 				t.Errorf("= %+v, %v, %v; want %s in %v, %v, no error", u, ok, err, tt.user, tt.groups, tt.ok)
+			}
+		})
+	}
+}
+
+// TestX509_RemembersOnlyWhatStillHolds: a verified chain is remembered
+// (VerifiedFor), but never past its NotAfter, and a refusal is never
+// remembered as a success.
+func TestX509_RemembersOnlyWhatStillHolds(t *testing.T) {
+	is := newIssued(t)
+	start := time.Now()
+	tests := []struct {
+		name  string
+		cert  string
+		after time.Duration // the second request, this long after the first
+		ok    bool
+		err   string
+	}{
+		{"the same chain again, soon", "admin", time.Second, true, ""},
+		{"the same chain after VerifiedFor: verified again", "admin", authn.VerifiedFor + time.Second, true, ""},
+		{"a chain that expired while remembered", "expiring", 45 * time.Second, false, "x509: certificate has expired or is not yet valid"},
+		{"another CA's, after a success", "foreign", time.Second, false, "x509: certificate signed by unknown authority"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := authn.NewX509(is.ca.Pool())
+			now := start
+			a.SetClock(func() time.Time { return now })
+			if _, ok, err := a.AuthenticateRequest(is.request("admin")); !ok || err != nil {
+				t.Fatalf("admin: %v, %v", ok, err)
+			}
+			if tt.cert == "expiring" {
+				if _, ok, err := a.AuthenticateRequest(is.request(tt.cert)); !ok || err != nil {
+					t.Fatalf("%s, while valid: %v, %v", tt.cert, ok, err)
+				}
+			}
+			now = start.Add(tt.after)
+			u, ok, err := a.AuthenticateRequest(is.request(tt.cert))
+			if ok != tt.ok || (tt.err == "" && err != nil) || (tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err))) {
+				t.Errorf("%s %s later: %+v, %v, %v; want ok=%v, error %q", tt.cert, tt.after, u, ok, err, tt.ok, tt.err)
 			}
 		})
 	}
