@@ -33,9 +33,12 @@ For each pending pod it runs a scheduling cycle, printed here as a table:
   score      the nodes left get 0-100 from each score plugin: LeastAllocated
              (the emptier the better), BalancedAllocation (cpu and memory
              used alike), ImageLocality (images already there),
-             TaintToleration (fewer PreferNoSchedule taints)
-  weigh      each score times its plugin's weight (TaintToleration 3, the
-             others 1), added up into TOTAL
+             TaintToleration (fewer PreferNoSchedule taints),
+             PodTopologySpread (fewer pods of the same ReplicaSet on the
+             node and in its zone: kube's default spreading, hostname
+             maxSkew 3, zone maxSkew 5; "skip" for a pod nothing selects)
+  weigh      each score times its plugin's weight (TaintToleration 3,
+             PodTopologySpread 2, the others 1), added up into TOTAL
   select     the highest TOTAL wins; equal totals are drawn at random
 
 Then it writes the decision back (step 5): a Binding (the pods/binding

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -21,9 +22,13 @@ type cache struct {
 
 	names      []string // nodes with a Node object, sorted; nil: rebuild
 	imageNodes map[string]int
+
+	replicaSets map[string]*appsv1.ReplicaSet // by namespace/name
+	rsSnapshot  map[string]*appsv1.ReplicaSet // a copy for snapshots; nil: rebuild
 }
 
 type cachedPod struct {
+	meta    podMeta
 	uid     string
 	node    string
 	req     Resources
@@ -32,7 +37,7 @@ type cachedPod struct {
 }
 
 func newCache() *cache {
-	return &cache{nodes: map[string]*NodeInfo{}, pods: map[string]cachedPod{}}
+	return &cache{nodes: map[string]*NodeInfo{}, pods: map[string]cachedPod{}, replicaSets: map[string]*appsv1.ReplicaSet{}}
 }
 
 // setNode adds or replaces a node. It reports whether the change may make
@@ -68,6 +73,20 @@ func schedulingPropertiesChanged(old, new *corev1.Node) bool {
 		!reflect.DeepEqual(conditions(old), conditions(new))
 }
 
+// setReplicaSet adds, replaces or (deleted) removes a ReplicaSet, whose
+// selector PodTopologySpread spreads its pods by.
+func (c *cache) setReplicaSet(rs *appsv1.ReplicaSet, deleted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := rs.Namespace + "/" + rs.Name
+	if deleted {
+		delete(c.replicaSets, key)
+	} else {
+		c.replicaSets[key] = rs
+	}
+	c.rsSnapshot = nil
+}
+
 // removeNode forgets a deleted node (its pods still count, should it come
 // back).
 func (c *cache) removeNode(name string) {
@@ -88,12 +107,12 @@ func (c *cache) removeNode(name string) {
 // addPod counts a bound pod on its node (and confirms it, if it was
 // assumed).
 func (c *cache) addPod(key string, pod *corev1.Pod) {
-	c.put(key, cachedPod{uid: string(pod.UID), node: pod.Spec.NodeName, req: PodRequests(pod, false), nonZero: PodRequests(pod, true)})
+	c.put(key, cachedPod{meta: podMetaOf(pod), uid: string(pod.UID), node: pod.Spec.NodeName, req: PodRequests(pod, false), nonZero: PodRequests(pod, true)})
 }
 
 // assume counts p on node before its binding is written.
 func (c *cache) assume(p *PodInfo, node string) {
-	c.put(p.Key(), cachedPod{uid: string(p.Pod.UID), node: node, req: p.Requests, nonZero: p.NonZeroRequests, assumed: true})
+	c.put(p.Key(), cachedPod{meta: podMetaOf(p.Pod), uid: string(p.Pod.UID), node: node, req: p.Requests, nonZero: p.NonZeroRequests, assumed: true})
 }
 
 func (c *cache) put(key string, p cachedPod) {
@@ -106,7 +125,7 @@ func (c *cache) put(key string, p cachedPod) {
 		n = &NodeInfo{}
 		c.nodes[p.node] = n
 	}
-	n.addPod(p.req, p.nonZero)
+	n.addPod(p.meta, p.req, p.nonZero)
 }
 
 // forget undoes assume, unless the informer has confirmed the pod since.
@@ -140,7 +159,7 @@ func (c *cache) removeLocked(key string) bool {
 	}
 	delete(c.pods, key)
 	if n := c.nodes[p.node]; n != nil {
-		n.removePod(p.req, p.nonZero)
+		n.removePod(key, p.req, p.nonZero)
 		if n.Node == nil && n.Pods == 0 {
 			delete(c.nodes, p.node)
 		}
@@ -164,7 +183,13 @@ func (c *cache) snapshot() *Snapshot {
 		sort.Strings(c.names)
 		c.imageNodes = imageSpread(infos)
 	}
-	s := &Snapshot{Nodes: make([]*NodeInfo, len(c.names)), imageNodes: c.imageNodes}
+	if c.rsSnapshot == nil {
+		c.rsSnapshot = make(map[string]*appsv1.ReplicaSet, len(c.replicaSets))
+		for k, rs := range c.replicaSets {
+			c.rsSnapshot[k] = rs
+		}
+	}
+	s := &Snapshot{Nodes: make([]*NodeInfo, len(c.names)), imageNodes: c.imageNodes, replicaSets: c.rsSnapshot}
 	for i, name := range c.names {
 		s.Nodes[i] = c.nodes[name].clone()
 	}

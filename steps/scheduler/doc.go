@@ -30,13 +30,17 @@
 //  2. Score. If more than one node passed, each score plugin rates each of
 //     them: NodeResourcesFit (LeastAllocated: the emptier, the better),
 //     NodeResourcesBalancedAllocation (cpu and memory used in the same
-//     proportion), ImageLocality (the pod's images already there) and
-//     TaintToleration (fewer PreferNoSchedule taints not tolerated).
+//     proportion), ImageLocality (the pod's images already there),
+//     TaintToleration (fewer PreferNoSchedule taints not tolerated) and
+//     PodTopologySpread (fewer pods of the same ReplicaSet on the node and
+//     in its zone: kube-scheduler's system default spreading, which needs
+//     the ReplicaSets, so the scheduler watches them too).
 //  3. Normalize. A plugin whose raw scores are not 0-100 rescales them over
 //     all the feasible nodes (TaintToleration: 100 for the fewest taints,
 //     0 for the most).
 //  4. Weigh. Each score is multiplied by its plugin's weight in the profile
-//     (kube-scheduler's defaults: TaintToleration 3, the others 1) and the
+//     (kube-scheduler's defaults: TaintToleration 3, PodTopologySpread 2,
+//     the others 1) and the
 //     products are added up into the node's total.
 //  5. Select. The node with the highest total wins; between equal totals
 //     the choice is random (reservoir sampling, as selectHost does), so

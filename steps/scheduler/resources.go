@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -233,6 +234,22 @@ type NodeInfo struct {
 	ImpliedTaints []corev1.Taint
 	// Images are status.images, by every name of each, with their sizes.
 	Images map[string]int64
+	// pods are the pods counted on the node, with what PodTopologySpread
+	// matches. Only ever appended to or replaced, never changed in place,
+	// so that a clone may share it.
+	pods []podMeta
+}
+
+// podMeta is what PodTopologySpread needs of a pod on a node.
+type podMeta struct {
+	key       string // namespace/name
+	namespace string
+	labels    map[string]string
+	deleting  bool
+}
+
+func podMetaOf(pod *corev1.Pod) podMeta {
+	return podMeta{key: pod.Namespace + "/" + pod.Name, namespace: pod.Namespace, labels: pod.Labels, deleting: pod.DeletionTimestamp != nil}
 }
 
 // NewNodeInfo returns node with pods counted on it. Pods that have finished
@@ -243,7 +260,7 @@ func NewNodeInfo(node *corev1.Node, pods ...*corev1.Pod) *NodeInfo {
 	n.setNode(node)
 	for _, p := range pods {
 		if !Terminated(p) {
-			n.addPod(PodRequests(p, false), PodRequests(p, true))
+			n.addPod(podMetaOf(p), PodRequests(p, false), PodRequests(p, true))
 		}
 	}
 	return n
@@ -263,13 +280,21 @@ func (n *NodeInfo) setNode(node *corev1.Node) {
 	}
 }
 
-func (n *NodeInfo) addPod(req, nonZero Resources) {
+func (n *NodeInfo) addPod(m podMeta, req, nonZero Resources) {
+	n.pods = append(n.pods, m)
 	n.Requested.plus(req)
 	n.NonZeroRequested.plus(nonZero)
 	n.Pods++
 }
 
-func (n *NodeInfo) removePod(req, nonZero Resources) {
+func (n *NodeInfo) removePod(key string, req, nonZero Resources) {
+	pods := make([]podMeta, 0, len(n.pods))
+	for _, m := range n.pods {
+		if m.key != key {
+			pods = append(pods, m)
+		}
+	}
+	n.pods = pods
 	n.Requested.minus(req)
 	n.NonZeroRequested.minus(nonZero)
 	n.Pods--
@@ -376,6 +401,17 @@ type Snapshot struct {
 	// imageNodes counts, for each image name, the nodes that have it:
 	// ImageLocality's spread.
 	imageNodes map[string]int
+	// replicaSets by namespace/name: whose selectors PodTopologySpread
+	// spreads their pods by.
+	replicaSets map[string]*appsv1.ReplicaSet
+}
+
+func replicaSetsByKey(rs []*appsv1.ReplicaSet) map[string]*appsv1.ReplicaSet {
+	m := make(map[string]*appsv1.ReplicaSet, len(rs))
+	for _, r := range rs {
+		m[r.Namespace+"/"+r.Name] = r
+	}
+	return m
 }
 
 // NewSnapshot returns a snapshot of nodes (sorted here by name).

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -79,6 +80,7 @@ func DefaultProfile() Profile {
 		Scores: []WeightedScore{
 			{TaintToleration{}, 3},
 			{NodeResourcesFit{}, 1},
+			{PodTopologySpread{}, 2},
 			{NodeResourcesBalancedAllocation{}, 1},
 			{ImageLocality{}, 1},
 		},
@@ -112,8 +114,8 @@ type Result struct {
 type ScoreColumn struct {
 	Name   string
 	Weight int64
-	// Skipped: the plugin's PreScore skipped it for this pod; its scores
-	// are 0.
+	// Skipped: the plugin's PreScore (or ForCycle) skipped it for this
+	// pod; its scores are 0.
 	Skipped bool
 }
 
@@ -142,6 +144,7 @@ type options struct {
 	rand    *rand.Rand
 	profile *Profile
 	report  func(Decision)
+	rs      []*appsv1.ReplicaSet
 	warn    func(error)
 	backoff [2]time.Duration
 }
@@ -149,6 +152,13 @@ type options struct {
 // WithRand sets the random source that breaks ties between nodes with the
 // same best total (default: seeded from the system's randomness).
 func WithRand(r *rand.Rand) Option { return func(o *options) { o.rand = r } }
+
+// WithReplicaSets gives Schedule the ReplicaSets whose selectors
+// PodTopologySpread spreads their pods by (the running Scheduler watches
+// them instead).
+func WithReplicaSets(rs ...*appsv1.ReplicaSet) Option {
+	return func(o *options) { o.rs = append(o.rs, rs...) }
+}
 
 // WithProfile replaces DefaultProfile.
 func WithProfile(p Profile) Option { return func(o *options) { o.profile = &p } }
@@ -175,7 +185,9 @@ func buildOptions(opts []Option) options {
 // can take the pod; the Result has the table either way.
 func Schedule(pod *corev1.Pod, nodes []*corev1.Node, podsOnNodes map[string][]*corev1.Pod, opts ...Option) (Result, error) {
 	o := buildOptions(opts)
-	return o.profile.Schedule(NewPodInfo(pod), snapshotOf(nodes, podsOnNodes), o.rand)
+	s := snapshotOf(nodes, podsOnNodes)
+	s.replicaSets = replicaSetsByKey(o.rs)
+	return o.profile.Schedule(NewPodInfo(pod), s, o.rand)
 }
 
 // Schedule runs the profile's cycle for p on the snapshot s, breaking ties
@@ -234,14 +246,26 @@ func (pr Profile) Schedule(p *PodInfo, s *Snapshot, rng *rand.Rand) (Result, err
 		r.Nodes[i].Scores = make([]int64, len(pr.Scores))
 	}
 	scores := make([]int64, len(feasible))
+	var feasibleInfos []*NodeInfo
+	for _, i := range feasible {
+		feasibleInfos = append(feasibleInfos, s.Nodes[i])
+	}
 	for k, sc := range pr.Scores {
 		if r.Scores[k].Skipped {
 			continue
 		}
-		for j, i := range feasible {
-			scores[j] = sc.Plugin.Score(p, s.Nodes[i], s)
+		plugin := sc.Plugin
+		if cs, ok := plugin.(CycleScorer); ok {
+			var skip bool
+			if plugin, skip = cs.ForCycle(p, s, feasibleInfos); skip {
+				r.Scores[k].Skipped = true
+				continue
+			}
 		}
-		if norm, ok := sc.Plugin.(ScoreNormalizer); ok {
+		for j, i := range feasible {
+			scores[j] = plugin.Score(p, s.Nodes[i], s)
+		}
+		if norm, ok := plugin.(ScoreNormalizer); ok {
 			norm.NormalizeScores(scores)
 		}
 		for j, i := range feasible {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,20 +92,32 @@ func New(client apiserver.Interface, opts ...Option) *Scheduler {
 	}
 }
 
-func (s *Scheduler) informers() (nodes, pods *apiserver.Informer) {
-	return apiserver.NewInformer(s.client, "nodes", "", apiserver.ListOptions{}),
-		apiserver.NewInformer(s.client, "pods", "", apiserver.ListOptions{})
+// informers watch what the scheduler reads: nodes, pods, and the
+// ReplicaSets whose selectors PodTopologySpread spreads their pods by.
+type informers struct {
+	nodes, pods, replicaSets *apiserver.Informer
+}
+
+func (s *Scheduler) informers() informers {
+	return informers{
+		nodes:       apiserver.NewInformer(s.client, "nodes", "", apiserver.ListOptions{}),
+		pods:        apiserver.NewInformer(s.client, "pods", "", apiserver.ListOptions{}),
+		replicaSets: apiserver.NewInformer(s.client, "replicasets", "", apiserver.ListOptions{}),
+	}
 }
 
 // sync lists nodes, then pods, into the cache and the queue: what
 // kube-scheduler waits for (its informers' caches synced) before its first
 // cycle, so that no pod is placed before the pods already on the nodes are
 // counted.
-func (s *Scheduler) sync(ctx context.Context, nodes, pods *apiserver.Informer) error {
-	if err := nodes.Sync(ctx, s.onNode); err != nil {
+func (s *Scheduler) sync(ctx context.Context, inf informers) error {
+	if err := inf.nodes.Sync(ctx, s.onNode); err != nil {
 		return err
 	}
-	return pods.Sync(ctx, s.onPod)
+	if err := inf.replicaSets.Sync(ctx, s.onReplicaSet); err != nil {
+		return err
+	}
+	return inf.pods.Sync(ctx, s.onPod)
 }
 
 // Once schedules every pod pending now, once each, waits for the
@@ -112,8 +125,7 @@ func (s *Scheduler) sync(ctx context.Context, nodes, pods *apiserver.Informer) e
 // are not an error (they get their condition and event); failed bindings
 // are.
 func (s *Scheduler) Once(ctx context.Context) (Summary, error) {
-	nodes, pods := s.informers()
-	if err := s.sync(ctx, nodes, pods); err != nil {
+	if err := s.sync(ctx, s.informers()); err != nil {
 		return Summary{}, err
 	}
 	go s.events.run(context.WithoutCancel(ctx))
@@ -140,8 +152,8 @@ func (s *Scheduler) Once(ctx context.Context) (Summary, error) {
 // and pending events are written before it returns. It fails if a watch
 // fails. A Scheduler runs once: Run or Once.
 func (s *Scheduler) Run(ctx context.Context) error {
-	nodes, pods := s.informers()
-	if err := s.sync(ctx, nodes, pods); err != nil {
+	inf := s.informers()
+	if err := s.sync(ctx, inf); err != nil {
 		return err
 	}
 	go s.events.run(context.WithoutCancel(ctx))
@@ -162,9 +174,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			cancel()
 		}
 	}
-	wg.Add(2)
-	go watch(nodes, s.onNode)
-	go watch(pods, s.onPod)
+	wg.Add(3)
+	go watch(inf.nodes, s.onNode)
+	go watch(inf.replicaSets, s.onReplicaSet)
+	go watch(inf.pods, s.onPod)
 	for {
 		p := s.queue.pop(ctx)
 		if p == nil {
@@ -190,6 +203,13 @@ func (s *Scheduler) onNode(ev apiserver.WatchEvent) {
 	}
 	if s.cache.setNode(node) {
 		s.queue.moveAll()
+	}
+}
+
+// onReplicaSet is the ReplicaSet informer's handler.
+func (s *Scheduler) onReplicaSet(ev apiserver.WatchEvent) {
+	if rs, ok := ev.Object.(*appsv1.ReplicaSet); ok {
+		s.cache.setReplicaSet(rs, ev.Type == apiserver.Deleted)
 	}
 }
 

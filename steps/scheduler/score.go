@@ -32,6 +32,14 @@ type PreScorer interface {
 	PreScore(p *PodInfo) (skip bool)
 }
 
+// A CycleScorer looks at the whole cluster once per cycle before it scores
+// (kube-scheduler's PreScore writing its CycleState): ForCycle returns the
+// plugin that scores this cycle's feasible nodes, or skip, and the plugin
+// then adds nothing to the totals.
+type CycleScorer interface {
+	ForCycle(p *PodInfo, s *Snapshot, feasible []*NodeInfo) (scorer ScorePlugin, skip bool)
+}
+
 // Score implements ScorePlugin for NodeResourcesFit with kube-scheduler's
 // default strategy, LeastAllocated, over cpu and memory (weight 1 each):
 // for each, (allocatable - requested) * 100 / allocatable, counting what the
