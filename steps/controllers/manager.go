@@ -37,8 +37,15 @@ const (
 )
 
 // watched lists the resources the controllers watch, in the order a pass
-// lists them: owners before what they own.
-func watched() []string { return []string{"deployments", "replicasets", "pods"} }
+// lists them: owners before what they own; nodes first when the node IPAM
+// controller runs.
+func (m *Manager) watched() []string {
+	res := []string{"deployments", "replicasets", "pods"}
+	if m.ipam != nil {
+		res = append([]string{"nodes"}, res...)
+	}
+	return res
+}
 
 // Manager is podlab's kube-controller-manager: the Deployment controller,
 // the ReplicaSet controller and the garbage collector, sharing informers on
@@ -49,6 +56,7 @@ type Manager struct {
 	log       *klog.Writer
 	now       func() time.Time
 	maxPasses int
+	ipam      *NodeIPAM // nil: no node IPAM controller
 }
 
 // Option configures a Manager.
@@ -83,6 +91,7 @@ type Report struct {
 	PodsCreated        []string
 	PodsDeleted        []string
 	Collected          []string // objects the garbage collector deleted: "replicasets default/web-7d4b9c8f6"
+	NodeCIDRs          []string // CIDRs the node IPAM controller gave: "node-1 10.244.0.0/24"
 }
 
 // run is the state of one Run or one Once: one process's worth of caches,
@@ -100,22 +109,26 @@ type run struct {
 	rep   Report
 	errs  map[string]error // failed syncs in this pass, by controller and key
 
-	dc  *deploymentController
-	rsc *replicaSetController
-	gc  *garbageCollector
+	dc   *deploymentController
+	rsc  *replicaSetController
+	gc   *garbageCollector
+	ipam *nodeIPAMController // nil unless WithNodeIPAM
 }
 
 func (m *Manager) newRun(singlePass bool) *run {
 	r := &run{m: m, singlePass: singlePass, informers: map[string]*apiserver.Informer{},
 		last: map[string]map[string]apiserver.Object{}, byUID: map[types.UID]apiserver.Object{}, errs: map[string]error{}}
 	r.client = &countingClient{Interface: m.client, writes: &r.writes}
-	for _, res := range watched() {
+	for _, res := range m.watched() {
 		r.informers[res] = apiserver.NewInformer(m.client, res, "", apiserver.ListOptions{})
 		r.last[res] = map[string]apiserver.Object{}
 	}
 	r.dc = newDeploymentController(r)
 	r.rsc = newReplicaSetController(r)
 	r.gc = newGarbageCollector(r)
+	if m.ipam != nil {
+		r.ipam = newNodeIPAMController(r, *m.ipam)
+	}
 	return r
 }
 
@@ -137,7 +150,7 @@ func (m *Manager) Once(ctx context.Context) (*Report, error) {
 		r.mu.Lock()
 		clear(r.errs)
 		r.mu.Unlock()
-		for _, res := range watched() {
+		for _, res := range m.watched() {
 			if err := r.informers[res].Sync(ctx, r.dispatch(res)); err != nil {
 				return r.report(false), err
 			}
@@ -179,9 +192,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.starting()
-	informerErr := make(chan error, len(watched()))
+	informerErr := make(chan error, len(m.watched()))
 	var wg sync.WaitGroup
-	for _, res := range watched() {
+	for _, res := range m.watched() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -244,7 +257,13 @@ type controller interface {
 	handleErr(ctx context.Context, key string, err error)
 }
 
-func (r *run) controllers() []controller { return []controller{r.dc, r.rsc, r.gc} }
+func (r *run) controllers() []controller {
+	cs := []controller{r.dc, r.rsc, r.gc}
+	if r.ipam != nil {
+		cs = append(cs, r.ipam)
+	}
+	return cs
+}
 
 // worker is processNextWorkItem in a loop.
 func (r *run) worker(ctx context.Context, c controller) {
@@ -366,6 +385,10 @@ func (r *run) onAdd(resource string, obj apiserver.Object) {
 		r.rsc.addRS(o)
 	case *corev1.Pod:
 		r.rsc.addPod(o)
+	case *corev1.Node:
+		if r.ipam != nil {
+			r.ipam.nodeChanged(o)
+		}
 	}
 	r.gc.observe(resource, obj)
 }
@@ -379,6 +402,10 @@ func (r *run) onUpdate(resource string, old, cur apiserver.Object) {
 		r.rsc.updateRS(old.(*appsv1.ReplicaSet), o)
 	case *corev1.Pod:
 		r.rsc.updatePod(old.(*corev1.Pod), o)
+	case *corev1.Node:
+		if r.ipam != nil {
+			r.ipam.nodeChanged(o)
+		}
 	}
 	r.gc.observe(resource, cur)
 }
@@ -393,6 +420,10 @@ func (r *run) onDelete(resource string, obj apiserver.Object) {
 	case *corev1.Pod:
 		r.dc.deletePod(o)
 		r.rsc.deletePod(o, "k8s.io/client-go/tools/cache.ResourceEventHandlerFuncs.OnDelete")
+	case *corev1.Node:
+		if r.ipam != nil {
+			r.ipam.nodeDeleted(o)
+		}
 	}
 	r.gc.ownerGone(obj)
 }
@@ -482,6 +513,11 @@ func (r *run) starting() {
 	r.rsc.log.Info(at("replica_set.go", 219), "Starting controller", "name", "replicaset")
 	bg.Info(at("shared_informer.go", 350), "Waiting for caches to sync", "controller", "ReplicaSet")
 	r.gc.log.Info(at("garbagecollector.go", 144), "Starting controller", "controller", "garbagecollector")
+	if r.ipam != nil {
+		bg.Info(at("controllermanager.go", 778), "Started controller", "controller", nodeIPAMControllerName)
+		r.ipam.log.Info(at("range_allocator.go", 177), "Sending events to api server")
+		r.ipam.log.Info(at("range_allocator.go", 181), "Starting range CIDR allocator")
+	}
 }
 
 func (r *run) synced() {
@@ -495,6 +531,9 @@ func (r *run) stopping() {
 	r.dc.log.Info(at("deployment_controller.go", 174), "Shutting down controller", "controller", "deployment")
 	r.rsc.log.Info(at("replica_set.go", 220), "Shutting down controller", "name", "replicaset")
 	r.gc.log.Info(at("garbagecollector.go", 145), "Shutting down controller", "controller", "garbagecollector")
+	if r.ipam != nil {
+		r.ipam.log.Info(at("range_allocator.go", 185), "Shutting down range CIDR allocator")
+	}
 }
 
 // at is the call site in kube-controller-manager v1.33.6 (k8s.io/kubernetes

@@ -332,6 +332,11 @@ func bootstrapClusterRoles() []rbacv1.ClusterRole {
 				"replicasets", "replicasets/status", "replicasets/scale").done(),
 			rule("get", "list", "watch", "create", "update", "patch", "delete").groups(legacyGroup).resources("pods").done(),
 			rule(verbsRead...).groups(legacyGroup).resources("namespaces").done(),
+			// podlab: the node IPAM controller's, which writes spec.podCIDR
+			// (kube runs it as the service account node-controller, whose
+			// ClusterRole system:controller:node-controller may also delete
+			// nodes; podlab's needs only these).
+			rule("get", "update", "patch").groups(legacyGroup).resources("nodes").done(),
 		),
 	}
 }

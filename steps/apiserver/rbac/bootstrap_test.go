@@ -176,6 +176,7 @@ func TestBootstrap_Roles(t *testing.T) {
 				r("create", "delete", "list", "watch", "get", "update", "patch").groups("").resources("pods").done(),
 				r("create", "patch", "update").groups("").resources("events").done(),
 				r(verbsRead...).groups("").resources("namespaces").done(),
+				r("get", "update", "patch").groups("").resources("nodes").done(),
 			},
 			[]rbacv1.PolicyRule{
 				r("create").groups("").resources("pods/binding").done(),
