@@ -53,6 +53,17 @@ generateName), and deletes the surplus, cheapest first: unscheduled,
 pending, not Ready, newest. The garbage collector deletes what has lost
 its owner: delete the Deployment, and its ReplicaSets go, then their pods.
 
+With --allocate-node-cidrs it also runs the node IPAM controller (kube's
+range allocator): every Node without spec.podCIDR gets the next free
+block of --cluster-cidr (default 10.244.0.0/16), of --node-cidr-mask-size
+bits (default 24: 10.244.0.0/24, 10.244.1.0/24, ...), in spec.podCIDR and
+spec.podCIDRs. Each node's pods take their addresses from its block (the
+CNI plugin's host-local IPAM reads it), so no two nodes hand out the same
+pod IP. The allocator keeps no state of its own: on start it reads the
+blocks the nodes already have, so a restart gives no block twice. When the
+cluster CIDR is full, the node gets the event CIDRNotAvailable and the
+error is logged and retried.
+
 The log is klog's, the format of every Kubernetes component, as
 kube-controller-manager -v=4 prints it:
   I0528 08:01:29.555150   12345 deployment_controller.go:189] "Adding deployment" logger="deployment-controller" deployment="default/web"
@@ -70,15 +81,28 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "once", Usage: "sync everything until nothing changes, then exit"},
 		&cli.IntFlag{Name: "verbosity", Value: 4, Usage: "klog verbosity, kube-controller-manager's --v (2: actions only, 4: every event and sync)"},
+		&cli.BoolFlag{Name: "allocate-node-cidrs", Usage: "run the node IPAM controller: give each node a spec.podCIDR from --cluster-cidr"},
+		&cli.StringFlag{Name: "cluster-cidr", Value: controllers.DefaultClusterCIDR, Usage: "the pod network, cut into one block per node (with --allocate-node-cidrs)"},
+		&cli.IntFlag{Name: "node-cidr-mask-size", Value: controllers.DefaultNodeCIDRMaskSize, Usage: "the prefix length of each node's block (with --allocate-node-cidrs)"},
 		kubeconfigFlag("kube-controller-manager"),
 	},
 	Action: func(c *cli.Context) error {
+		var opts []controllers.Option
+		if c.Bool("allocate-node-cidrs") {
+			cfg, err := controllers.ParseNodeIPAM(c.String("cluster-cidr"), c.Int("node-cidr-mask-size"))
+			if err != nil {
+				return err
+			}
+			opts = append(opts, controllers.WithNodeIPAM(cfg))
+		} else if c.IsSet("cluster-cidr") || c.IsSet("node-cidr-mask-size") {
+			return fmt.Errorf("--cluster-cidr and --node-cidr-mask-size are for the node IPAM controller: add --allocate-node-cidrs")
+		}
 		client, err := componentClient(c, "kube-controller-manager", !c.Bool("once"))
 		if err != nil {
 			return err
 		}
 		w := c.App.Writer
-		m := controllers.New(client, klog.New(w, klog.WithVerbosity(c.Int("verbosity"))))
+		m := controllers.New(client, klog.New(w, klog.WithVerbosity(c.Int("verbosity"))), opts...)
 		if c.Bool("once") {
 			rep, err := m.Once(c.Context)
 			printControllerReport(w, rep)
@@ -86,7 +110,11 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 		}
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		fmt.Fprintln(w, "kube-controller-manager (as system:kube-controller-manager): watching deployments, replicasets and pods. Ctrl-C stops it.")
+		watching := "deployments, replicasets and pods"
+		if len(opts) > 0 {
+			watching = "nodes, " + watching
+		}
+		fmt.Fprintf(w, "kube-controller-manager (as system:kube-controller-manager): watching %s. Ctrl-C stops it.\n", watching)
 		return m.Run(ctx)
 	},
 }
@@ -113,6 +141,7 @@ func printControllerReport(w io.Writer, rep *controllers.Report) {
 	list("pods created", rep.PodsCreated)
 	list("pods deleted", rep.PodsDeleted)
 	list("garbage collected", rep.Collected)
+	list("node CIDRs", rep.NodeCIDRs)
 	if len(rep.PodsCreated) > 0 {
 		fmt.Fprintln(w, "the new pods have no node yet: podlab scheduler --once; see them with podlab get replicasets, podlab get pods, podlab describe deployment")
 	}

@@ -67,3 +67,45 @@ func TestControllerManagerFailsAsViewer(t *testing.T) {
 		t.Fatalf("as viewer: err %v, want forbidden\n%s", err, out)
 	}
 }
+
+func TestControllerManagerAllocatesNodeCIDRs(t *testing.T) {
+	state := testenv.StateDir(t)
+	mustPodlab(t, state, "init")
+	serveAPI(t, state)
+	mustPodlab(t, state, "node", "add", "node-1")
+	mustPodlab(t, state, "node", "add", "node-2")
+
+	out, err := controllerManagerApp(t, state, "controller-manager", "--once", "--allocate-node-cidrs")
+	if err != nil {
+		t.Fatalf("controller-manager --once --allocate-node-cidrs: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`range_allocator.go:433] "Set node PodCIDR" logger="node-ipam-controller" node="node-1" podCIDRs=["10.244.0.0/24"]`,
+		`node CIDRs           node-1 10.244.0.0/24, node-2 10.244.1.0/24`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestControllerManagerBadIPAMFlags(t *testing.T) {
+	state := testenv.StateDir(t)
+	mustPodlab(t, state, "init")
+	for _, tt := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"not a CIDR", []string{"--allocate-node-cidrs", "--cluster-cidr", "10.244.0.0"}, `--cluster-cidr "10.244.0.0": want one CIDR, such as 10.244.0.0/16`},
+		{"node mask too short", []string{"--allocate-node-cidrs", "--node-cidr-mask-size", "8"}, "mask size of cluster CIDR must be less than or equal to --node-cidr-mask-size"},
+		{"without --allocate-node-cidrs", []string{"--cluster-cidr", "10.0.0.0/8"}, "add --allocate-node-cidrs"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := controllerManagerApp(t, state, append([]string{"controller-manager", "--once"}, tt.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("err %v, want %q\n%s", err, tt.says, out)
+			}
+		})
+	}
+}
