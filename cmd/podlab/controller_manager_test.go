@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
-	"github.com/podlab/podlab/internal/testenv"
+	"encoding/json"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podlab/podlab/internal/testenv"
 
 	"github.com/podlab/podlab/internal/cliargs"
 )
@@ -107,5 +112,26 @@ func TestControllerManagerBadIPAMFlags(t *testing.T) {
 				t.Fatalf("err %v, want %q\n%s", err, tt.says, out)
 			}
 		})
+	}
+}
+
+// `podlab node add` labels a declared node as its kubelet would, and keeps
+// the labels asked for (a zone, for the scheduler's default spreading).
+func TestNodeAddLabelsAsKubelet(t *testing.T) {
+	state := testenv.StateDir(t)
+	mustPodlab(t, state, "init")
+	serveAPI(t, state)
+	mustPodlab(t, state, "node", "add", "node-1", "--labels", "topology.kubernetes.io/zone=z1")
+	var n corev1.Node
+	if err := json.Unmarshal([]byte(mustPodlab(t, state, "get", "node", "node-1", "-o", "json")), &n); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"kubernetes.io/hostname": "node-1", "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH,
+		"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": runtime.GOARCH, "topology.kubernetes.io/zone": "z1",
+	} {
+		if n.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q (labels %v)", k, n.Labels[k], v, n.Labels)
+		}
 	}
 }

@@ -107,10 +107,14 @@ func nodeFromFlags(c *cli.Context) (*corev1.Node, error) {
 		return nil, fmt.Errorf("--pods %d: a node must take at least one pod", c.Int("pods"))
 	}
 	capacity[corev1.ResourcePods] = *resource.NewQuantity(int64(c.Int("pods")), resource.DecimalSI)
+	// The labels a kubelet v1.37 puts on its Node (initialNode), the beta
+	// ones included: kube-scheduler's default spreading reads the hostname.
 	labels := map[string]string{
-		"kubernetes.io/hostname": name,
-		"kubernetes.io/os":       "linux",
-		"kubernetes.io/arch":     runtime.GOARCH,
+		"kubernetes.io/hostname":  name,
+		"kubernetes.io/os":        "linux",
+		"kubernetes.io/arch":      runtime.GOARCH,
+		"beta.kubernetes.io/os":   "linux",
+		"beta.kubernetes.io/arch": runtime.GOARCH,
 	}
 	if l := c.String("labels"); l != "" {
 		extra, err := parseLabels(l)
