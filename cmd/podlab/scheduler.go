@@ -95,7 +95,7 @@ podlab get events.`,
 		}
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		fmt.Fprintln(w, "kube-scheduler (as system:kube-scheduler): watching pods with no node, and the nodes. Ctrl-C stops it.")
+		fmt.Fprintln(w, "kube-scheduler (as system:kube-scheduler): watching pods with no node, the nodes, and the ReplicaSets whose pods it spreads. Ctrl-C stops it.")
 		return sched.Run(ctx)
 	},
 }

@@ -58,8 +58,8 @@ type Summary struct {
 	Bound, Unschedulable, Conflicts, Failed int
 }
 
-// Scheduler is kube-scheduler: it watches pods and nodes through the API
-// server, queues every pod with no node that asks for the default
+// Scheduler is kube-scheduler: it watches pods and nodes (and ReplicaSets,
+// for PodTopologySpread) through the API server, queues every pod with no node that asks for the default
 // scheduler, and for each runs a scheduling cycle (Profile.Schedule on a
 // snapshot of its cache), then binds the pod to the chosen node through
 // the pods/binding subresource, in a goroutine of its own while the next
@@ -147,7 +147,7 @@ func (s *Scheduler) Once(ctx context.Context) (Summary, error) {
 	return s.summary, errors.Join(s.errs...)
 }
 
-// Run schedules until ctx ends: it lists, then watches nodes and pods,
+// Run schedules until ctx ends: it lists, then watches nodes, ReplicaSets and pods,
 // and runs a cycle for each pod the queue hands out. In-flight bindings
 // and pending events are written before it returns. It fails if a watch
 // fails. A Scheduler runs once: Run or Once.

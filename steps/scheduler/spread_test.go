@@ -140,19 +140,20 @@ func TestPodTopologySpread_Score(t *testing.T) {
 	other := func(p *corev1.Pod) { p.Namespace = "other" }
 	deleting := func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }
 	tests := []struct {
-		name  string
-		nodes []*corev1.Node
-		pods  map[string][]*corev1.Pod
-		want  []int64
+		name   string
+		nodes  []*corev1.Node
+		pods   map[string][]*corev1.Pod
+		newPod []func(*corev1.Pod)
+		want   []int64 // per feasible node
 	}{
-		{"no pods yet: all equal", threeNodes(), nil, []int64{100, 100, 100}},
+		{"no pods yet: all equal", threeNodes(), nil, nil, []int64{100, 100, 100}},
 		// raw 2, 1.609+2=4, 3*1.609+2=7: 100*7/7, 100*5/7, 100*2/7.
 		{"0, 1 and 3 pods", threeNodes(), map[string][]*corev1.Pod{
 			"node-b": {web("w1")}, "node-c": {web("w2"), web("w3"), web("w4")},
-		}, []int64{100, 71, 28}},
+		}, nil, []int64{100, 71, 28}},
 		{"other namespaces, deleting pods and other labels do not count", threeNodes(), map[string][]*corev1.Pod{
 			"node-b": {web("w1", other), web("w2", deleting), pod("x", "", "")},
-		}, []int64{100, 100, 100}},
+		}, nil, []int64{100, 100, 100}},
 		// zone weight log(2+2)=1.386, hostname log(5)=1.609. a (z1, 1 pod):
 		// 1.609+2 + 1*1.386+4 = 8.99 -> 9; b (z1, 0): 2 + 1.386+4 = 7.39 -> 7;
 		// c (z2, 0): 2 + 4 = 6. 100*(15-9)/9, 100*(15-7)/9, 100*(15-6)/9.
@@ -160,23 +161,39 @@ func TestPodTopologySpread_Score(t *testing.T) {
 			node("node-a", "4", "8Gi", labeled(corev1.LabelTopologyZone, "z1")),
 			node("node-b", "4", "8Gi", labeled(corev1.LabelTopologyZone, "z1")),
 			node("node-c", "4", "8Gi", labeled(corev1.LabelTopologyZone, "z2")),
-		}, map[string][]*corev1.Pod{"node-a": {web("w1")}}, []int64{66, 88, 100}},
+		}, map[string][]*corev1.Pod{"node-a": {web("w1")}}, nil, []int64{66, 88, 100}},
+		// The pod asks for disk=ssd: node-b is not feasible, and its pods
+		// do not count for zone z1 either (nodeAffinityPolicy Honor). Both
+		// feasible nodes: 0 pods, raw 2 + 4, all 100 (counting node-b's
+		// two pods in z1 would give node-a 66).
+		{"pods on nodes the pod's nodeSelector excludes do not count", []*corev1.Node{
+			node("node-a", "4", "8Gi", labeled(corev1.LabelTopologyZone, "z1", "disk", "ssd")),
+			node("node-b", "4", "8Gi", labeled(corev1.LabelTopologyZone, "z1")),
+			node("node-c", "4", "8Gi", labeled(corev1.LabelTopologyZone, "z2", "disk", "ssd")),
+		}, map[string][]*corev1.Pod{"node-b": {web("w1"), web("w2")}}, []func(*corev1.Pod){selecting("disk", "ssd")}, []int64{100, 100}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := snapshotOf(tt.nodes, tt.pods)
 			s.replicaSets = replicaSetsByKey([]*appsv1.ReplicaSet{rs})
-			plugin, skip := PodTopologySpread{}.ForCycle(NewPodInfo(web("new")), s, s.Nodes)
+			p := NewPodInfo(web("new", tt.newPod...))
+			var feasible []*NodeInfo
+			for _, n := range s.Nodes {
+				if p.affinity.matches(n.Node) {
+					feasible = append(feasible, n)
+				}
+			}
+			plugin, skip := PodTopologySpread{}.ForCycle(p, s, feasible)
 			if skip {
 				t.Fatal("skipped")
 			}
-			scores := make([]int64, len(s.Nodes))
-			for i, n := range s.Nodes {
-				scores[i] = plugin.Score(nil, n, s)
+			scores := make([]int64, len(feasible))
+			for i, n := range feasible {
+				scores[i] = plugin.Score(p, n, s)
 			}
 			plugin.(ScoreNormalizer).NormalizeScores(scores)
-			for i := range scores {
-				if scores[i] != tt.want[i] {
+			for i := range tt.want {
+				if len(scores) != len(tt.want) || scores[i] != tt.want[i] {
 					t.Fatalf("scores %v, want %v", scores, tt.want)
 				}
 			}
