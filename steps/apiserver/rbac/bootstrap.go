@@ -332,6 +332,14 @@ func bootstrapClusterRoles() []rbacv1.ClusterRole {
 				"replicasets", "replicasets/status", "replicasets/scale").done(),
 			rule("get", "list", "watch", "create", "update", "patch", "delete").groups(legacyGroup).resources("pods").done(),
 			rule(verbsRead...).groups(legacyGroup).resources("namespaces").done(),
+			// podlab: the node lifecycle controller's rights
+			// (system:controller:node-controller): mark a silent node's
+			// conditions Unknown, taint it, mark its pods not ready. Not
+			// "delete" on nodes: kube's controller deletes the Node of a
+			// machine its cloud provider says is gone; podlab has no cloud.
+			rule("get", "list", "update", "patch").groups(legacyGroup).resources("nodes").done(),
+			rule("patch", "update").groups(legacyGroup).resources("nodes/status").done(),
+			rule("patch", "update").groups(legacyGroup).resources("pods/status").done(),
 		),
 	}
 }
