@@ -53,6 +53,17 @@ generateName), and deletes the surplus, cheapest first: unscheduled,
 pending, not Ready, newest. The garbage collector deletes what has lost
 its owner: delete the Deployment, and its ReplicaSets go, then their pods.
 
+The node lifecycle controller (not with --once: it acts on time, not on
+events) watches each node's signs of life: the Lease its kubelet renews
+every 10 seconds in kube-node-lease, and the Ready condition's
+lastHeartbeatTime. A node silent for longer than --node-monitor-grace-period
+(50s, kube's default since v1.32; the lab may set it short) gets Ready,
+MemoryPressure, DiskPressure and PIDPressure Unknown ("Kubelet stopped
+posting node status."), the taint node.kubernetes.io/unreachable:NoExecute,
+and its pods Ready=False. When its kubelet comes back, the taint goes. It
+looks every --node-monitor-period (5s); a node that never posted a status
+gets --node-startup-grace-period (60s).
+
 The log is klog's, the format of every Kubernetes component, as
 kube-controller-manager -v=4 prints it:
   I0528 08:01:29.555150   12345 deployment_controller.go:189] "Adding deployment" logger="deployment-controller" deployment="default/web"
@@ -70,15 +81,23 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "once", Usage: "sync everything until nothing changes, then exit"},
 		&cli.IntFlag{Name: "verbosity", Value: 4, Usage: "klog verbosity, kube-controller-manager's --v (2: actions only, 4: every event and sync)"},
+		&cli.DurationFlag{Name: "node-monitor-grace-period", Value: controllers.DefaultNodeMonitorGracePeriod, Usage: "how long a node may be silent (no Lease renewal, no status) before it is marked Unknown and tainted"},
+		&cli.DurationFlag{Name: "node-monitor-period", Value: controllers.DefaultNodeMonitorPeriod, Usage: "how often the node lifecycle controller looks at the nodes"},
+		&cli.DurationFlag{Name: "node-startup-grace-period", Value: controllers.DefaultNodeStartupGracePeriod, Usage: "the grace period of a node that never posted a status"},
 		kubeconfigFlag("kube-controller-manager"),
 	},
 	Action: func(c *cli.Context) error {
+		nodes := controllers.NodeLifecycleConfig{MonitorGracePeriod: c.Duration("node-monitor-grace-period"),
+			MonitorPeriod: c.Duration("node-monitor-period"), StartupGracePeriod: c.Duration("node-startup-grace-period")}
+		if err := nodes.Validate(); err != nil {
+			return err
+		}
 		client, err := componentClient(c, "kube-controller-manager", !c.Bool("once"))
 		if err != nil {
 			return err
 		}
 		w := c.App.Writer
-		m := controllers.New(client, klog.New(w, klog.WithVerbosity(c.Int("verbosity"))))
+		m := controllers.New(client, klog.New(w, klog.WithVerbosity(c.Int("verbosity"))), controllers.WithNodeLifecycle(nodes))
 		if c.Bool("once") {
 			rep, err := m.Once(c.Context)
 			printControllerReport(w, rep)
@@ -86,7 +105,7 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 		}
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		fmt.Fprintln(w, "kube-controller-manager (as system:kube-controller-manager): watching deployments, replicasets and pods. Ctrl-C stops it.")
+		fmt.Fprintf(w, "kube-controller-manager (as system:kube-controller-manager): watching deployments, replicasets and pods, and the nodes' health (grace period %s). Ctrl-C stops it.\n", nodes.MonitorGracePeriod)
 		return m.Run(ctx)
 	},
 }
