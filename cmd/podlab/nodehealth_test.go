@@ -15,10 +15,11 @@ import (
 // real: `podlab apiserver` over HTTPS, a kubelet renewing its Lease every
 // second (--node-lease-duration-seconds 4), the controller-manager with a
 // 3 s grace period, and kubectl 1.37 reading. The silent node goes
-// Ready=Unknown and is tainted unreachable:NoExecute; its kubelet started
-// again clears both.
+// Ready=Unknown and is tainted unreachable:NoExecute, its running pod
+// Ready=False; its kubelet started again clears them all.
 func TestNodeHealth_ADeadNode(t *testing.T) {
 	kubectl := testenv.Kubectl(t)
+	ref := helloRegistry(t)
 	state := testenv.StateDir(t)
 	port := freePort(t)
 	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
@@ -36,14 +37,22 @@ func TestNodeHealth_ADeadNode(t *testing.T) {
 		}
 		return out
 	}
-	health := func() string {
-		return admin("get", "node", "node-1", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason} {.spec.taints[*].key}:{.spec.taints[*].effect}`)
+	health := func() string { // "" until the node registers
+		out, _ := kubectlWith(kubectl, l.Kubeconfig("admin"), "get", "node", "node-1", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason} {.spec.taints[*].key}:{.spec.taints[*].effect}`)
+		return out
 	}
 
 	kubelet, klog := startComponent(t, state, "kubelet", "--port", "0", "--node-lease-duration-seconds", "4")
 	_, cmlog := startComponent(t, state, "controller-manager", "--verbosity", "2",
 		"--node-monitor-grace-period", "3s", "--node-monitor-period", "500ms")
 	waitFor(t, 30*time.Second, func() bool { return strings.HasPrefix(health(), "True KubeletReady") }, "node-1 Ready", klog)
+	startComponent(t, state, "scheduler")
+	mustPodlab(t, state, "run", "web", "--image", ref)
+	waitRunning(t, state, 60*time.Second, "web")
+	podReady := func() string {
+		return admin("get", "pod", "web", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	}
+	waitFor(t, 10*time.Second, func() bool { return podReady() == "True" }, "pod web Ready", klog)
 	leases := admin("get", "leases", "-n", "kube-node-lease")
 	if !strings.HasPrefix(leases, "NAME     HOLDER   AGE\nnode-1   node-1   ") {
 		t.Errorf("kubectl get leases -n kube-node-lease:\n%s", leases)
@@ -73,10 +82,16 @@ func TestNodeHealth_ADeadNode(t *testing.T) {
 	if nodes := admin("get", "nodes"); !strings.Contains(nodes, "node-1   NotReady") {
 		t.Errorf("kubectl get nodes:\n%s", nodes)
 	}
+	if r := podReady(); r != "False" {
+		t.Errorf("pod web on the dead node: Ready=%s, want False", r)
+	}
 
 	// It comes back.
 	_, klog = startComponent(t, state, "kubelet", "--port", "0", "--node-lease-duration-seconds", "4")
 	waitFor(t, 30*time.Second, func() bool { return health() == "True KubeletReady :" }, "node-1 Ready and untainted", cmlog)
+	waitFor(t, 10*time.Second, func() bool { return podReady() == "True" }, "pod web Ready again", klog)
+	mustPodlab(t, state, "delete", "pod", "web")
+	waitGone(t, state, 60*time.Second)
 }
 
 // TestControllerManager_BadGracePeriod: a grace period that is not
