@@ -16,8 +16,8 @@ import (
 
 var controllerManagerCommand = &cli.Command{
 	Name:      "controller-manager",
-	Usage:     "run kube-controller-manager: Deployments make ReplicaSets, ReplicaSets make pods (steps 4 and 5 of a Deployment)",
-	ArgsUsage: "[--once] [--verbosity N]",
+	Usage:     "run kube-controller-manager: Deployments make ReplicaSets, ReplicaSets make pods (steps 4 and 5 of a Deployment); silent nodes are marked Unknown",
+	ArgsUsage: "[--once] [--verbosity N] [--node-monitor-grace-period 50s]",
 	Description: `"podlab create deployment web --image nginx:1.25 --replicas 3" only stores a
 Deployment: the API server says "created", and no pod exists yet. Steps 4
 and 5 of the Deployment chain belong to kube-controller-manager, which
