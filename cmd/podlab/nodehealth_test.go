@@ -57,6 +57,9 @@ func TestNodeHealth_ADeadNode(t *testing.T) {
 	if !strings.HasPrefix(leases, "NAME     HOLDER   AGE\nnode-1   node-1   ") {
 		t.Errorf("kubectl get leases -n kube-node-lease:\n%s", leases)
 	}
+	if out := mustPodlab(t, state, "get", "leases", "-n", "kube-node-lease"); !strings.Contains(out, "node-1   node-1   ") {
+		t.Errorf("podlab get leases -n kube-node-lease:\n%s", out)
+	}
 	if owner := admin("get", "lease", "-n", "kube-node-lease", "node-1", "-o", "jsonpath={.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name} {.spec.leaseDurationSeconds}"); owner != "Node/node-1 4" {
 		t.Errorf("the Lease's owner and duration: %q, want Node/node-1 4", owner)
 	}
