@@ -16,8 +16,8 @@ import (
 
 var controllerManagerCommand = &cli.Command{
 	Name:      "controller-manager",
-	Usage:     "run kube-controller-manager: Deployments make ReplicaSets, ReplicaSets make pods (steps 4 and 5 of a Deployment)",
-	ArgsUsage: "[--once] [--verbosity N]",
+	Usage:     "run kube-controller-manager: Deployments make ReplicaSets, ReplicaSets make pods (steps 4 and 5 of a Deployment); silent nodes are marked Unknown",
+	ArgsUsage: "[--once] [--verbosity N] [--node-monitor-grace-period 50s]",
 	Description: `"podlab create deployment web --image nginx:1.25 --replicas 3" only stores a
 Deployment: the API server says "created", and no pod exists yet. Steps 4
 and 5 of the Deployment chain belong to kube-controller-manager, which
@@ -64,6 +64,17 @@ blocks the nodes already have, so a restart gives no block twice. When the
 cluster CIDR is full, the node gets the event CIDRNotAvailable and the
 error is logged and retried.
 
+The node lifecycle controller (not with --once: it acts on time, not on
+events) watches each node's signs of life: the Lease its kubelet renews
+every 10 seconds in kube-node-lease, and the Ready condition's
+lastHeartbeatTime. A node silent for longer than --node-monitor-grace-period
+(50s, kube's default since v1.32; the lab may set it short) gets Ready,
+MemoryPressure, DiskPressure and PIDPressure Unknown ("Kubelet stopped
+posting node status."), the taint node.kubernetes.io/unreachable:NoExecute,
+and its pods Ready=False. When its kubelet comes back, the taint goes. It
+looks every --node-monitor-period (5s); a node that never posted a status
+gets --node-startup-grace-period (60s).
+
 The log is klog's, the format of every Kubernetes component, as
 kube-controller-manager -v=4 prints it:
   I0528 08:01:29.555150   12345 deployment_controller.go:189] "Adding deployment" logger="deployment-controller" deployment="default/web"
@@ -84,11 +95,20 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 		&cli.BoolFlag{Name: "allocate-node-cidrs", Usage: "run the node IPAM controller: give each node a spec.podCIDR from --cluster-cidr"},
 		&cli.StringFlag{Name: "cluster-cidr", Value: controllers.DefaultClusterCIDR, Usage: "the pod network, cut into one block per node (with --allocate-node-cidrs)"},
 		&cli.IntFlag{Name: "node-cidr-mask-size", Value: controllers.DefaultNodeCIDRMaskSize, Usage: "the prefix length of each node's block (with --allocate-node-cidrs)"},
+		&cli.DurationFlag{Name: "node-monitor-grace-period", Value: controllers.DefaultNodeMonitorGracePeriod, Usage: "how long a node may be silent (no Lease renewal, no status) before it is marked Unknown and tainted"},
+		&cli.DurationFlag{Name: "node-monitor-period", Value: controllers.DefaultNodeMonitorPeriod, Usage: "how often the node lifecycle controller looks at the nodes"},
+		&cli.DurationFlag{Name: "node-startup-grace-period", Value: controllers.DefaultNodeStartupGracePeriod, Usage: "the grace period of a node that never posted a status"},
 		kubeconfigFlag("kube-controller-manager"),
 	},
 	Action: func(c *cli.Context) error {
-		var opts []controllers.Option
-		if c.Bool("allocate-node-cidrs") {
+		nodes := controllers.NodeLifecycleConfig{MonitorGracePeriod: c.Duration("node-monitor-grace-period"),
+			MonitorPeriod: c.Duration("node-monitor-period"), StartupGracePeriod: c.Duration("node-startup-grace-period")}
+		if err := nodes.Validate(); err != nil {
+			return err
+		}
+		opts := []controllers.Option{controllers.WithNodeLifecycle(nodes)}
+		ipam := c.Bool("allocate-node-cidrs")
+		if ipam {
 			cfg, err := controllers.ParseNodeIPAM(c.String("cluster-cidr"), c.Int("node-cidr-mask-size"))
 			if err != nil {
 				return err
@@ -110,9 +130,9 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 		}
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		watching := "deployments, replicasets and pods"
-		if len(opts) > 0 {
-			watching = "nodes, " + watching
+		watching := "deployments, replicasets and pods, and the nodes' health (grace period " + nodes.MonitorGracePeriod.String() + ")"
+		if ipam {
+			watching += ", and the nodes' pod CIDRs"
 		}
 		fmt.Fprintf(w, "kube-controller-manager (as system:kube-controller-manager): watching %s. Ctrl-C stops it.\n", watching)
 		return m.Run(ctx)

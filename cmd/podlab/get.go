@@ -25,7 +25,7 @@ formats them: the table's columns (READY, STATUS, AGE, ...) are computed on
 the client from the objects' fields.
 
 RESOURCE is any name kubectl accepts: pods, pod, po, nodes, ns, deploy, rs,
-events, limits, quota, roles, rolebindings, clusterroles,
+events, limits, quota, leases, roles, rolebindings, clusterroles,
 clusterrolebindings; or several, with commas (deploy,rs,pods: what a
 Deployment made, a table for each).
 

@@ -59,6 +59,14 @@ scheduler's ImageLocality reads. The Ready condition (KubeletReady, "kubelet
 is posting ready status") gets a new lastHeartbeatTime every 10 seconds. A
 Node made by "podlab node add" keeps its declared capacity.
 
+LEASE. Running, it also keeps the Lease kube-node-lease/NAME (holder NAME,
+leaseDurationSeconds 40, owned by its Node) and renews its renewTime every
+quarter of that, 10 seconds: a small write that says "this node is alive"
+(kubectl get leases -n kube-node-lease). The controller-manager's node
+lifecycle controller marks a node whose Lease stopped Ready=Unknown and
+taints it node.kubernetes.io/unreachable. --node-lease-duration-seconds
+sets the duration (the real kubelet's flag).
+
 WATCH (step 6). An informer lists and watches the pods with the field
 selector spec.nodeName=NAME: the scheduler's Binding is how a pod reaches
 its kubelet.
@@ -159,6 +167,7 @@ Examples:
 		&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH"},
 		&cli.IntFlag{Name: "port", Value: kubeletserver.DefaultPort, Usage: "the port of the kubelet's HTTPS API (logs, exec); 0: any free port"},
 		&cli.StringFlag{Name: "address", Value: "127.0.0.1", Usage: "the address the kubelet's API listens on, and the node's InternalIP"},
+		&cli.IntFlag{Name: "node-lease-duration-seconds", Value: int(kubelet.DefaultNodeLeaseDuration / time.Second), Usage: "the node Lease's duration; it is renewed every quarter of it"},
 		&cli.BoolFlag{Name: "seccomp-default", Usage: "give containers that set no seccompProfile the runtime's default filter (RuntimeDefault) instead of none"},
 		kubeconfigFlag("NODE"),
 	},
@@ -306,6 +315,9 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		Port:           ep.Port,
 		OnStage:        func(r kubelet.Report) { printKubeletReport(w, r) },
 		OnNode:         func(r *kubelet.NodeResult, err error) { printNodeResult(w, r, err) },
+		OnLease:        func(r *kubelet.LeaseResult, err error) { printLeaseResult(w, r, err) },
+		// Only the kubelet command has the flag (0 elsewhere: the default).
+		NodeLeaseDuration: time.Duration(c.Int("node-lease-duration-seconds")) * time.Second,
 	}
 	if c.Bool("debug") {
 		cfg.OnCommand = traceTo(w)
@@ -438,6 +450,25 @@ func stageCommand(node string, p *corev1.Pod, s kubelet.Stage) (string, string) 
 		return same, same
 	}
 	return fmt.Sprintf("%s --pod %s%s", by, p.Name, flags), same
+}
+
+// printLeaseResult prints the creation of the node's Lease, and a renewal
+// that failed; a renewal every 10s that worked is not worth a line.
+func printLeaseResult(w io.Writer, r *kubelet.LeaseResult, err error) {
+	if errors.Is(err, remote.ErrUnreachable) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(w, "lease: %v\n", err)
+		return
+	}
+	if !r.Created {
+		return
+	}
+	l := r.Lease
+	fmt.Fprintf(w, "node %s: created Lease %s/%s (holder %s, leaseDurationSeconds %d); renewing it every %s\n",
+		l.Name, l.Namespace, l.Name, *l.Spec.HolderIdentity, *l.Spec.LeaseDurationSeconds,
+		time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second/4)
 }
 
 // printNodeResult prints a registration or heartbeat.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,6 +65,11 @@ func TestNodeCannotActOnAnotherNode(t *testing.T) {
 	node2Taken.Spec.Unschedulable = true
 	node2Status := node2.DeepCopy()
 	node2Status.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	// node-2's heartbeat, written by node-2
+	lease2 := mustCreate(t, as(t, s, "system:node:node-2"), nodeLease("node-2")).(*coordinationv1.Lease)
+	lease2.Spec.RenewTime = &metav1.MicroTime{Time: lease2.CreationTimestamp.Time}
+	inDefault := nodeLease("node-1")
+	inDefault.Namespace = "default"
 
 	tests := []struct {
 		name string
@@ -106,6 +112,14 @@ func TestNodeCannotActOnAnotherNode(t *testing.T) {
 			_, err := node1.Update(ctx(t), p)
 			return err
 		}, `pods "db" is forbidden: User "system:node:node-1" cannot update resource "pods" in API group "" in the namespace "default"`},
+		{"create node-2's Lease", func() error { _, err := node1.Create(ctx(t), nodeLease("node-2")); return err },
+			`leases.coordination.k8s.io "node-2" is forbidden: can only access node lease with the same name as the requesting node`},
+		{"renew node-2's Lease", func() error { _, err := node1.Update(ctx(t), lease2); return err },
+			`leases.coordination.k8s.io "node-2" is forbidden: User "system:node:node-1" cannot update resource "leases" in API group "coordination.k8s.io" in the namespace "kube-node-lease": can only access node lease with the same name as the requesting node`},
+		{"get node-2's Lease", func() error { _, err := node1.Get(ctx(t), "leases", corev1.NamespaceNodeLease, "node-2"); return err },
+			`leases.coordination.k8s.io "node-2" is forbidden: User "system:node:node-1" cannot get resource "leases" in API group "coordination.k8s.io" in the namespace "kube-node-lease": can only access node lease with the same name as the requesting node`},
+		{"create its Lease outside kube-node-lease", func() error { _, err := node1.Create(ctx(t), inDefault); return err },
+			`leases.coordination.k8s.io is forbidden: User "system:node:node-1" cannot create resource "leases" in API group "coordination.k8s.io" in the namespace "default": can only access leases in the "kube-node-lease" system namespace`},
 		{"bind a pod to itself", func() error {
 			return node1.Bind(ctx(t), &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default"}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})
 		}, `pods/binding "db" is forbidden: User "system:node:node-1" cannot create resource "pods/binding" in API group "" in the namespace "default"`},
@@ -161,6 +175,16 @@ func TestNodeDoesItsOwnWork(t *testing.T) {
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	if _, err := node1.UpdateStatus(ctx(t), n); err != nil {
 		t.Fatalf("posting its Node's status: %v", err)
+	}
+	// its heartbeat: create, then renew, its own Lease
+	lobj, err := node1.Create(ctx(t), nodeLease("node-1"))
+	if err != nil {
+		t.Fatalf("creating its Lease: %v", err)
+	}
+	lease := lobj.(*coordinationv1.Lease)
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: lease.CreationTimestamp.Add(10e9)}
+	if _, err := node1.Update(ctx(t), lease); err != nil {
+		t.Fatalf("renewing its Lease: %v", err)
 	}
 	p := web.DeepCopy()
 	p.Status.Phase = corev1.PodRunning
@@ -237,5 +261,14 @@ func TestNodeAccess(t *testing.T) {
 		if d.Allowed != tt.allowed || !strings.HasPrefix(d.Reason, tt.reason) {
 			t.Errorf("can-i %s %s %s/%s = %v (%s), want %v (%s...)", tt.verb, tt.resource, tt.ns, tt.name, d.Allowed, d.Reason, tt.allowed, tt.reason)
 		}
+	}
+}
+
+// nodeLease is the heartbeat Lease a kubelet keeps for its node.
+func nodeLease(node string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: node},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: ptrTo(int32(40))},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,6 +74,7 @@ var resources = []Resource{
 	{Name: "resourcequotas", Singular: "resourcequota", ShortNames: []string{"quota"}, Kind: "ResourceQuota", Version: "v1", Namespaced: true, StorePrefix: "/registry/resourcequotas", HasStatus: true, new: func() Object { return &corev1.ResourceQuota{} }},
 	{Name: "deployments", Singular: "deployment", ShortNames: []string{"deploy"}, Kind: "Deployment", Group: "apps", Version: "v1", Namespaced: true, StorePrefix: "/registry/deployments", HasStatus: true, new: func() Object { return &appsv1.Deployment{} }},
 	{Name: "replicasets", Singular: "replicaset", ShortNames: []string{"rs"}, Kind: "ReplicaSet", Group: "apps", Version: "v1", Namespaced: true, StorePrefix: "/registry/replicasets", HasStatus: true, new: func() Object { return &appsv1.ReplicaSet{} }},
+	{Name: "leases", Singular: "lease", Kind: "Lease", Group: "coordination.k8s.io", Version: "v1", Namespaced: true, StorePrefix: "/registry/leases", new: func() Object { return &coordinationv1.Lease{} }},
 	{Name: "roles", Singular: "role", Kind: "Role", Group: "rbac.authorization.k8s.io", Version: "v1", Namespaced: true, StorePrefix: "/registry/roles", new: func() Object { return &rbacv1.Role{} }},
 	{Name: "rolebindings", Singular: "rolebinding", Kind: "RoleBinding", Group: "rbac.authorization.k8s.io", Version: "v1", Namespaced: true, StorePrefix: "/registry/rolebindings", new: func() Object { return &rbacv1.RoleBinding{} }},
 	{Name: "clusterroles", Singular: "clusterrole", Kind: "ClusterRole", Group: "rbac.authorization.k8s.io", Version: "v1", StorePrefix: "/registry/clusterroles", new: func() Object { return &rbacv1.ClusterRole{} }},

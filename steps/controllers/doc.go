@@ -1,5 +1,7 @@
 // Package controllers is podlab's kube-controller-manager: the Deployment
-// controller, the ReplicaSet controller and the garbage collector. It is
+// controller, the ReplicaSet controller, the garbage collector, and the node
+// lifecycle controller (nodelifecycle.go: a node whose kubelet stopped
+// renewing its Lease goes Ready=Unknown and is tainted unreachable). It is
 // step 4 of the seed's Deployment chain ("the controller-manager notices
 // the new Deployment through its watch, creates its ReplicaSet, whose
 // controller creates the pods"), and like every Kubernetes component it is

@@ -57,6 +57,7 @@ type Manager struct {
 	now       func() time.Time
 	maxPasses int
 	ipam      *NodeIPAM // nil: no node IPAM controller
+	nodes     NodeLifecycleConfig
 }
 
 // Option configures a Manager.
@@ -66,13 +67,17 @@ type Option func(*Manager)
 // durations (tests use a fixed one). The log's clock is the klog.Writer's.
 func WithClock(now func() time.Time) Option { return func(m *Manager) { m.now = now } }
 
+// WithNodeLifecycle sets the node lifecycle controller's periods (default
+// DefaultNodeLifecycleConfig).
+func WithNodeLifecycle(cfg NodeLifecycleConfig) Option { return func(m *Manager) { m.nodes = cfg } }
+
 // WithMaxPasses bounds Once (default 30 passes).
 func WithMaxPasses(n int) Option { return func(m *Manager) { m.maxPasses = n } }
 
 // New returns a controller-manager acting through client (a client for
 // User) and logging to log in klog's format.
 func New(client apiserver.Interface, log *klog.Writer, opts ...Option) *Manager {
-	m := &Manager{client: client, log: log, now: time.Now, maxPasses: 30}
+	m := &Manager{client: client, log: log, now: time.Now, maxPasses: 30, nodes: DefaultNodeLifecycleConfig()}
 	for _, o := range opts {
 		o(m)
 	}
@@ -186,14 +191,27 @@ func (m *Manager) Once(ctx context.Context) (*Report, error) {
 
 // Run runs the controllers until ctx ends: informers list, then watch;
 // their events fill the work queues; one worker per controller syncs what
-// its queue holds.
+// its queue holds. The node lifecycle controller, which acts on time
+// rather than on events, runs beside them (Once leaves it out).
 func (m *Manager) Run(ctx context.Context) error {
+	nlc, err := NewNodeLifecycleController(m.client, m.log, m.nodes, m.now)
+	if err != nil {
+		return err
+	}
 	r := m.newRun(false)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.starting()
-	informerErr := make(chan error, len(m.watched()))
+	m.log.Logger("").Info(at("controllermanager.go", 778), "Started controller", "controller", nodeLifecycleControllerName)
+	informerErr := make(chan error, len(m.watched())+1)
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := nlc.Run(ctx); err != nil {
+			informerErr <- err
+		}
+	}()
 	for _, res := range m.watched() {
 		wg.Add(1)
 		go func() {
@@ -203,7 +221,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	err := r.waitForCaches(ctx, informerErr)
+	err = r.waitForCaches(ctx, informerErr)
 	if err == nil {
 		r.synced()
 		for _, c := range r.controllers() {

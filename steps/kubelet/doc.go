@@ -7,6 +7,9 @@
 //   - registers its Node (capacity measured on this machine, nodeInfo,
 //     addresses, conditions, the images it holds) and posts a heartbeat every
 //     10 seconds;
+//   - keeps its node's Lease kube-node-lease/NODE (lease.go), renewed every
+//     quarter of its 40 seconds: the sign of life the controller-manager's
+//     node lifecycle controller watches;
 //   - watches the pods bound to it (an informer with the field selector
 //     spec.nodeName=NODE, seed step 6);
 //   - for each pod, does what the kubelet's syncPod asks of the CRI runtime

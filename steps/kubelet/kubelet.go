@@ -66,10 +66,16 @@ type Config struct {
 	// are looked at (1s); Settle how long SyncOnce watches the containers it
 	// started before it returns (1s).
 	Heartbeat, Poll, Settle time.Duration
+	// NodeLeaseDuration is the node Lease's leaseDurationSeconds (the
+	// kubelet's --node-lease-duration-seconds, 40s); Run renews the Lease
+	// every quarter of it. Whole seconds; at least 4s.
+	NodeLeaseDuration time.Duration
 	// OnStage, when set, receives every stage the sync loop runs; OnNode
 	// every registration and heartbeat; OnCommand every runc command line.
-	OnStage   func(Report)
-	OnNode    func(*NodeResult, error)
+	OnStage func(Report)
+	OnNode  func(*NodeResult, error)
+	// OnLease receives every renewal of the node's Lease.
+	OnLease   func(*LeaseResult, error)
 	OnCommand func(argv []string)
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
@@ -130,6 +136,10 @@ func New(cfg Config) (*Kubelet, error) {
 	def(&cfg.CrashBackOff, DefaultCrashBackOff)
 	def(&cfg.MaxCrashBackOff, DefaultMaxCrashBackOff)
 	def(&cfg.Heartbeat, DefaultHeartbeat)
+	def(&cfg.NodeLeaseDuration, DefaultNodeLeaseDuration)
+	if cfg.NodeLeaseDuration < 4*time.Second || cfg.NodeLeaseDuration%time.Second != 0 {
+		return nil, fmt.Errorf("node lease duration %s: want whole seconds, at least 4s (the kubelet's default is %s)", cfg.NodeLeaseDuration, DefaultNodeLeaseDuration)
+	}
 	def(&cfg.Poll, DefaultPoll)
 	def(&cfg.Settle, time.Second)
 	if cfg.Now == nil {

@@ -28,8 +28,8 @@ const maxSteps = 12
 
 // Run registers the node, cleans up what pods deleted while the kubelet
 // was down left behind, then syncs the pods bound to the node until ctx
-// ends, posting the node's status every Heartbeat. It returns nil when ctx
-// ends.
+// ends, posting the node's status every Heartbeat and renewing its Lease
+// every quarter of NodeLeaseDuration. It returns nil when ctx ends.
 func (k *Kubelet) Run(ctx context.Context) error {
 	res, err := k.Register(ctx)
 	k.notifyNode(res, err)
@@ -58,6 +58,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	defer poll.Stop()
 	beat := time.NewTicker(k.cfg.Heartbeat)
 	defer beat.Stop()
+	k.notifyLease(k.RenewLease(ctx))
+	renew := time.NewTicker(k.leaseRenewInterval())
+	defer renew.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -69,6 +72,8 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			return err
 		case <-beat.C:
 			k.notifyNode(k.Heartbeat(ctx))
+		case <-renew.C:
+			k.notifyLease(k.RenewLease(ctx))
 		case <-poll.C:
 			for _, pod := range podsOf(inf.List()) {
 				w.update(pod, false)

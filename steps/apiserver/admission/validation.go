@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -82,6 +83,7 @@ var (
 	resourceQuotaKind      = schema.GroupKind{Kind: "ResourceQuota"}
 	deploymentKind         = schema.GroupKind{Group: "apps", Kind: "Deployment"}
 	replicaSetKind         = schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}
+	leaseKind              = schema.GroupKind{Group: coordinationv1.GroupName, Kind: "Lease"}
 	roleKind               = schema.GroupKind{Group: rbacv1.GroupName, Kind: "Role"}
 	clusterRoleKind        = schema.GroupKind{Group: rbacv1.GroupName, Kind: "ClusterRole"}
 	roleBindingKind        = schema.GroupKind{Group: rbacv1.GroupName, Kind: "RoleBinding"}
@@ -119,6 +121,9 @@ func validateCreate(obj runtime.Object) (schema.GroupKind, *metav1.ObjectMeta, f
 	case *appsv1.ReplicaSet:
 		errs := validateMeta(&o.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
 		return replicaSetKind, &o.ObjectMeta, append(errs, validateReplicaSetSpec(&o.Spec)...), nil
+	case *coordinationv1.Lease:
+		errs := validateMeta(&o.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
+		return leaseKind, &o.ObjectMeta, append(errs, validateLeaseSpec(&o.Spec)...), nil
 	case *rbacv1.Role:
 		errs := validateMeta(&o.ObjectMeta, true, path.ValidatePathSegmentName)
 		return roleKind, &o.ObjectMeta, append(errs, validateRules(o.Rules, true)...), nil
@@ -177,6 +182,9 @@ func validateUpdate(newObj, oldObj runtime.Object) (schema.GroupKind, *metav1.Ob
 		errs := append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateReplicaSetSpec(&n.Spec)...)
 		errs = append(errs, apivalidation.ValidateImmutableField(n.Spec.Selector, o.Spec.Selector, field.NewPath("spec", "selector"))...)
 		return replicaSetKind, &n.ObjectMeta, errs, nil
+	case *coordinationv1.Lease:
+		o := oldObj.(*coordinationv1.Lease)
+		return leaseKind, &n.ObjectMeta, append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateLeaseSpec(&n.Spec)...), nil
 	case *rbacv1.Role:
 		o := oldObj.(*rbacv1.Role)
 		return roleKind, &n.ObjectMeta, append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateRules(n.Rules, true)...), nil
@@ -347,6 +355,23 @@ func validateEvent(e *corev1.Event) field.ErrorList {
 }
 
 // --- LimitRange and ResourceQuota ---
+
+// validateLeaseSpec is kube's ValidateLeaseSpec: a positive duration, a
+// transition count not below zero, a preferred holder only with a strategy.
+func validateLeaseSpec(spec *coordinationv1.LeaseSpec) field.ErrorList {
+	var errs field.ErrorList
+	specPath := field.NewPath("spec")
+	if spec.LeaseDurationSeconds != nil && *spec.LeaseDurationSeconds <= 0 {
+		errs = append(errs, field.Invalid(specPath.Child("leaseDurationSeconds"), *spec.LeaseDurationSeconds, "must be greater than 0"))
+	}
+	if spec.LeaseTransitions != nil && *spec.LeaseTransitions < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("leaseTransitions"), *spec.LeaseTransitions, "must be greater than or equal to 0"))
+	}
+	if spec.PreferredHolder != nil && *spec.PreferredHolder != "" && (spec.Strategy == nil || *spec.Strategy == "") {
+		errs = append(errs, field.Forbidden(specPath.Child("preferredHolder"), "may only be specified if `strategy` is defined"))
+	}
+	return errs
+}
 
 func validateLimitRange(lr *corev1.LimitRange) field.ErrorList {
 	var errs field.ErrorList

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -195,6 +196,12 @@ func TestValidate_Fail(t *testing.T) {
 		{"clusterrolebinding to a Role", &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "b"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "x"},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default"}}},
 			[]string{`roleRef.kind: Unsupported value: "Role": supported values: "ClusterRole"`, "subjects[0].namespace: Required value"}},
+		{"lease with a zero duration and negative transitions", &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Namespace: "kube-node-lease"},
+			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr(int32(0)), LeaseTransitions: ptr(int32(-1))}},
+			[]string{"spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0", "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0"}},
+		{"lease with a preferred holder and no strategy", &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: "default"},
+			Spec: coordinationv1.LeaseSpec{PreferredHolder: ptr("a")}},
+			[]string{"spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Validate(tc.obj)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1beta1 "k8s.io/api/rbac/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,6 +89,12 @@ func Columns(kind string) ([]metav1.TableColumnDefinition, error) {
 			{Name: "Containers", Type: "string", Priority: 1, Description: "Names of each container in the template."},
 			{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template."},
 			{Name: "Selector", Type: "string", Priority: 1, Description: appsv1.ReplicaSetSpec{}.SwaggerDoc()["selector"]},
+		}, nil
+	case "Lease":
+		return []metav1.TableColumnDefinition{
+			name,
+			{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]},
+			age,
 		}, nil
 	case "Role", "ClusterRole", "LimitRange":
 		return []metav1.TableColumnDefinition{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -72,6 +73,16 @@ func TestTableConvertor_ConvertToTable(t *testing.T) {
 			name: "namespace", obj: &corev1.Namespace{ObjectMeta: objectMeta("", "dev", 3*24*time.Hour), Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}},
 			columns: "Name Status Age",
 			rows:    [][]any{{"dev", "Active", "3d"}},
+		},
+		{
+			name: "node lease", obj: &coordinationv1.Lease{ObjectMeta: objectMeta("kube-node-lease", "node-1", 5*time.Minute), Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1")}},
+			columns: "Name Holder Age",
+			rows:    [][]any{{"node-1", "node-1", "5m"}},
+		},
+		{
+			name: "lease without holder", obj: &coordinationv1.Lease{ObjectMeta: objectMeta("default", "free", 5*time.Minute)},
+			columns: "Name Holder Age",
+			rows:    [][]any{{"free", "", "5m"}},
 		},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,12 @@ func Cells(obj apiserver.Object, now time.Time) ([]any, error) {
 		return []any{o.Name, int64(deref(o.Spec.Replicas)), int64(o.Status.Replicas),
 			int64(o.Status.ReadyReplicas), Age(o.CreationTimestamp, now),
 			names, images, metav1.FormatLabelSelector(o.Spec.Selector)}, nil
+	case *coordinationv1.Lease:
+		holder := ""
+		if o.Spec.HolderIdentity != nil {
+			holder = *o.Spec.HolderIdentity
+		}
+		return []any{o.Name, holder, Age(o.CreationTimestamp, now)}, nil
 	case *rbacv1.Role, *rbacv1.ClusterRole, *corev1.LimitRange:
 		return []any{obj.GetName(), obj.GetCreationTimestamp().UTC().Format(time.RFC3339)}, nil
 	case *rbacv1.RoleBinding:

@@ -332,11 +332,15 @@ func bootstrapClusterRoles() []rbacv1.ClusterRole {
 				"replicasets", "replicasets/status", "replicasets/scale").done(),
 			rule("get", "list", "watch", "create", "update", "patch", "delete").groups(legacyGroup).resources("pods").done(),
 			rule(verbsRead...).groups(legacyGroup).resources("namespaces").done(),
-			// podlab: the node IPAM controller's, which writes spec.podCIDR
-			// (kube runs it as the service account node-controller, whose
-			// ClusterRole system:controller:node-controller may also delete
-			// nodes; podlab's needs only these).
-			rule("get", "update", "patch").groups(legacyGroup).resources("nodes").done(),
+			// podlab: the rights of the node lifecycle controller and the
+			// node IPAM controller (kube's system:controller:node-controller):
+			// mark a silent node's conditions Unknown, taint it, mark its
+			// pods not ready, write a node's spec.podCIDR. Not
+			// "delete" on nodes: kube's controller deletes the Node of a
+			// machine its cloud provider says is gone; podlab has no cloud.
+			rule("get", "list", "update", "patch").groups(legacyGroup).resources("nodes").done(),
+			rule("patch", "update").groups(legacyGroup).resources("nodes/status").done(),
+			rule("patch", "update").groups(legacyGroup).resources("pods/status").done(),
 		),
 	}
 }

@@ -176,7 +176,10 @@ func TestBootstrap_Roles(t *testing.T) {
 				r("create", "delete", "list", "watch", "get", "update", "patch").groups("").resources("pods").done(),
 				r("create", "patch", "update").groups("").resources("events").done(),
 				r(verbsRead...).groups("").resources("namespaces").done(),
-				r("get", "update", "patch").groups("").resources("nodes").done(),
+				// the node lifecycle controller
+				r("get", "list", "watch", "update", "patch").groups("").resources("nodes").done(),
+				r("update", "patch").groups("").resources("nodes/status", "pods/status").done(),
+				r("list", "watch").groups("coordination.k8s.io").resources("leases").done(),
 			},
 			[]rbacv1.PolicyRule{
 				r("create").groups("").resources("pods/binding").done(),
