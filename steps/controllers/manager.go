@@ -37,12 +37,13 @@ const (
 )
 
 // watched lists the resources the controllers watch, in the order a pass
-// lists them: owners before what they own.
-func watched() []string { return []string{"deployments", "replicasets", "pods"} }
+// lists them: nodes (for the taint-eviction controller), then owners
+// before what they own.
+func watched() []string { return []string{"nodes", "deployments", "replicasets", "pods"} }
 
 // Manager is podlab's kube-controller-manager: the Deployment controller,
-// the ReplicaSet controller and the garbage collector, sharing informers on
-// deployments, replicasets and pods, each with its work queue, acting
+// the ReplicaSet controller, the garbage collector and the taint-eviction
+// controller, sharing informers on nodes, deployments, replicasets and pods, each with its work queue, acting
 // through the API server as one user.
 type Manager struct {
 	client    apiserver.Interface
@@ -82,6 +83,7 @@ type Report struct {
 	ScalingEvents      []string // "Scaled up replica set web-7d4b9c8f6 from 0 to 3"
 	PodsCreated        []string
 	PodsDeleted        []string
+	PodsEvicted        []string // pods the taint-eviction controller deleted: namespace/name
 	Collected          []string // objects the garbage collector deleted: "replicasets default/web-7d4b9c8f6"
 }
 
@@ -103,6 +105,7 @@ type run struct {
 	dc  *deploymentController
 	rsc *replicaSetController
 	gc  *garbageCollector
+	tec *taintEvictionController
 }
 
 func (m *Manager) newRun(singlePass bool) *run {
@@ -116,6 +119,7 @@ func (m *Manager) newRun(singlePass bool) *run {
 	r.dc = newDeploymentController(r)
 	r.rsc = newReplicaSetController(r)
 	r.gc = newGarbageCollector(r)
+	r.tec = newTaintEvictionController(r)
 	return r
 }
 
@@ -244,7 +248,7 @@ type controller interface {
 	handleErr(ctx context.Context, key string, err error)
 }
 
-func (r *run) controllers() []controller { return []controller{r.dc, r.rsc, r.gc} }
+func (r *run) controllers() []controller { return []controller{r.dc, r.rsc, r.gc, r.tec} }
 
 // worker is processNextWorkItem in a loop.
 func (r *run) worker(ctx context.Context, c controller) {
@@ -366,6 +370,9 @@ func (r *run) onAdd(resource string, obj apiserver.Object) {
 		r.rsc.addRS(o)
 	case *corev1.Pod:
 		r.rsc.addPod(o)
+		r.tec.updatePod(nil, o)
+	case *corev1.Node:
+		r.tec.updateNode(nil, o)
 	}
 	r.gc.observe(resource, obj)
 }
@@ -379,6 +386,9 @@ func (r *run) onUpdate(resource string, old, cur apiserver.Object) {
 		r.rsc.updateRS(old.(*appsv1.ReplicaSet), o)
 	case *corev1.Pod:
 		r.rsc.updatePod(old.(*corev1.Pod), o)
+		r.tec.updatePod(old.(*corev1.Pod), o)
+	case *corev1.Node:
+		r.tec.updateNode(old.(*corev1.Node), o)
 	}
 	r.gc.observe(resource, cur)
 }
@@ -393,6 +403,9 @@ func (r *run) onDelete(resource string, obj apiserver.Object) {
 	case *corev1.Pod:
 		r.dc.deletePod(o)
 		r.rsc.deletePod(o, "k8s.io/client-go/tools/cache.ResourceEventHandlerFuncs.OnDelete")
+		r.tec.deletePod(o)
+	case *corev1.Node:
+		r.tec.updateNode(o, nil)
 	}
 	r.gc.ownerGone(obj)
 }
@@ -474,6 +487,7 @@ func (r *run) starting() {
 	bg := r.m.log.Logger("")
 	for _, c := range []struct{ name, run string }{
 		{deploymentControllerName, "deployment"}, {replicaSetControllerName, "replicaset"}, {garbageCollectorName, "garbagecollector"},
+		{taintEvictionControllerName, "tainteviction"},
 	} {
 		bg.Info(at("controllermanager.go", 778), "Started controller", "controller", c.name)
 	}
@@ -482,6 +496,9 @@ func (r *run) starting() {
 	r.rsc.log.Info(at("replica_set.go", 219), "Starting controller", "name", "replicaset")
 	bg.Info(at("shared_informer.go", 350), "Waiting for caches to sync", "controller", "ReplicaSet")
 	r.gc.log.Info(at("garbagecollector.go", 144), "Starting controller", "controller", "garbagecollector")
+	r.tec.log.Info(at("taint_eviction.go", 286), "Starting controller", "controller", taintEvictionControllerName)
+	r.tec.log.Info(at("taint_eviction.go", 292), "Sending events to api server")
+	bg.Info(at("shared_informer.go", 350), "Waiting for caches to sync", "controller", taintEvictionControllerName)
 }
 
 func (r *run) synced() {
@@ -489,12 +506,14 @@ func (r *run) synced() {
 	bg.Info(at("shared_informer.go", 357), "Caches are synced", "controller", "deployment")
 	bg.Info(at("shared_informer.go", 357), "Caches are synced", "controller", "ReplicaSet")
 	r.gc.log.Info(at("garbagecollector.go", 157), "Proceeding to collect garbage")
+	bg.Info(at("shared_informer.go", 357), "Caches are synced", "controller", taintEvictionControllerName)
 }
 
 func (r *run) stopping() {
 	r.dc.log.Info(at("deployment_controller.go", 174), "Shutting down controller", "controller", "deployment")
 	r.rsc.log.Info(at("replica_set.go", 220), "Shutting down controller", "name", "replicaset")
 	r.gc.log.Info(at("garbagecollector.go", 145), "Shutting down controller", "controller", "garbagecollector")
+	r.tec.log.Info(at("taint_eviction.go", 287), "Shutting down controller", "controller", taintEvictionControllerName)
 }
 
 // at is the call site in kube-controller-manager v1.33.6 (k8s.io/kubernetes
