@@ -255,3 +255,22 @@ func (l *lab) letViewerListNodes() {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "node-lister"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "viewer"}}})
 }
+
+// --once deletes what is due now and leaves what must wait.
+func TestTaintEviction_Once(t *testing.T) {
+	l := newLab(t)
+	l.addNode("node-a")
+	l.podOn("intolerant", "node-a")
+	l.podOn("sixty-seconds", "node-a", tolerate(maintenance.Key, ptr(int64(60))))
+	l.podOn("elsewhere", apiserver.HostNode)
+	l.taint("node-a", maintenance)
+	rep := l.once()
+	if strings.Join(rep.PodsEvicted, ",") != "default/intolerant" {
+		t.Errorf("PodsEvicted = %q, want [default/intolerant]", rep.PodsEvicted)
+	}
+	for name, want := range map[string]bool{"intolerant": true, "sixty-seconds": false, "elsewhere": false} {
+		if got := l.deleting(name); got != want {
+			t.Errorf("pod %s being deleted = %v, want %v", name, got, want)
+		}
+	}
+}
