@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/admission"
 	"github.com/podlab/podlab/steps/apiserver/rest"
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/statedir"
@@ -63,7 +64,18 @@ kube-apiserver-kubelet-client): see podlab kubelet --port.
 
 The serving certificate is <state-dir>/pki/apiserver.crt (and .key), and
 client certificates are those <state-dir>/pki/ca.crt signed: ` + "`podlab init`" + `
-makes them. The flags are kube-apiserver's.`,
+makes them.
+
+Every new pod gets two tolerations from the DefaultTolerationSeconds
+admission plugin: node.kubernetes.io/not-ready and
+node.kubernetes.io/unreachable, NoExecute, for 300 seconds. When the node
+lifecycle controller taints a silent node, the taint-eviction controller
+deletes its pods once that time has passed, and their controllers make new
+ones elsewhere. The lab sets it shorter to see it happen:
+
+  podlab apiserver --default-unreachable-toleration-seconds 20
+
+The flags are kube-apiserver's.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "secure-port", Value: pki.DefaultPort, EnvVars: []string{"PODLAB_APISERVER_PORT"}, Usage: "the HTTPS port, the one podlab init wrote into the kubeconfigs (0: any free port)"},
 			&cli.StringFlag{Name: "bind-address", Value: "127.0.0.1", Usage: "the address to listen on"},
@@ -72,6 +84,8 @@ makes them. The flags are kube-apiserver's.`,
 			&cli.StringFlag{Name: "client-ca-file", Usage: "the CA of client certificates (default <state-dir>/pki/ca.crt)"},
 			&cli.StringFlag{Name: "kubelet-client-certificate", Usage: "the client certificate for calling kubelets: logs, exec (default <state-dir>/pki/apiserver-kubelet-client.crt)"},
 			&cli.StringFlag{Name: "kubelet-client-key", Usage: "its key (default <state-dir>/pki/apiserver-kubelet-client.key)"},
+			&cli.Int64Flag{Name: "default-not-ready-toleration-seconds", Value: admission.DefaultNotReadyTolerationSeconds, Usage: "the tolerationSeconds DefaultTolerationSeconds admission gives new pods for the node.kubernetes.io/not-ready:NoExecute taint"},
+			&cli.Int64Flag{Name: "default-unreachable-toleration-seconds", Value: admission.DefaultUnreachableTolerationSeconds, Usage: "likewise for node.kubernetes.io/unreachable:NoExecute"},
 			&cli.StringFlag{Name: "kubelet-certificate-authority", Usage: "the CA of the kubelets' serving certificates (default <state-dir>/pki/ca.crt)"},
 		},
 		Action: runAPIServer,
@@ -86,6 +100,13 @@ func runAPIServer(c *cli.Context) error {
 	l, err := statedir.New(dir)
 	if err != nil {
 		return err
+	}
+	tolerations := admission.TolerationSeconds{
+		NotReady:    c.Int64("default-not-ready-toleration-seconds"),
+		Unreachable: c.Int64("default-unreachable-toleration-seconds"),
+	}
+	if err := tolerations.Validate(); err != nil {
+		return err // before opening the store
 	}
 	cfg := rest.ServerConfig{
 		BindAddress:       c.String("bind-address"),
@@ -103,7 +124,7 @@ func runAPIServer(c *cli.Context) error {
 		return err // one API server per store
 	}
 	defer release()
-	s, err := apiserver.Open(dir)
+	s, err := apiserver.Open(dir, apiserver.WithDefaultTolerationSeconds(tolerations))
 	if err != nil {
 		return err
 	}

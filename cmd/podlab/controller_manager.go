@@ -24,7 +24,7 @@ and 5 of the Deployment chain belong to kube-controller-manager, which
 watches the API server and writes the results back to it.
 
 It runs controllers, each the same loop (the controller pattern):
-  watch     an informer lists deployments, replicasets and pods once, then
+  watch     an informer lists nodes, deployments, replicasets and pods once, then
             watches them; every change puts a key (default/web) in a queue
   compare   a worker reads the object from the informer's copy: what its
             spec asks for against what exists
@@ -74,6 +74,19 @@ posting node status."), the taint node.kubernetes.io/unreachable:NoExecute,
 and its pods Ready=False. When its kubelet comes back, the taint goes. It
 looks every --node-monitor-period (5s); a node that never posted a status
 gets --node-startup-grace-period (60s).
+
+The taint-eviction controller empties nodes tainted NoExecute
+("kubectl taint node node-2 example.com/maintenance=:NoExecute", or
+node.kubernetes.io/unreachable, which the node lifecycle controller sets on a
+silent node): a pod there that does not tolerate the taint is deleted at
+once, one that tolerates it for tolerationSeconds when that time has passed
+since the taint's timeAdded (every pod tolerates not-ready and unreachable
+for 300 s, from the API server's DefaultTolerationSeconds admission), one
+that tolerates it forever stays. Each deletion is the event
+TaintManagerEviction "Marking for deletion Pod default/web-...". Its
+ReplicaSet then makes a new pod, which the scheduler keeps off the tainted
+node. (--once deletes only what is due; a deletion that waits needs the
+controller-manager running.)
 
 The log is klog's, the format of every Kubernetes component, as
 kube-controller-manager -v=4 prints it:
@@ -162,6 +175,7 @@ func printControllerReport(w io.Writer, rep *controllers.Report) {
 	list("pods deleted", rep.PodsDeleted)
 	list("garbage collected", rep.Collected)
 	list("node CIDRs", rep.NodeCIDRs)
+	list("pods evicted", rep.PodsEvicted)
 	if len(rep.PodsCreated) > 0 {
 		fmt.Fprintln(w, "the new pods have no node yet: podlab scheduler --once; see them with podlab get replicasets, podlab get pods, podlab describe deployment")
 	}

@@ -53,6 +53,9 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 	pod, isPod := obj.(*corev1.Pod)
 	var limitRanges []corev1.LimitRange
 	if isPod {
+		if err := c.phase(PhaseMutatingAdmission, "DefaultTolerationSeconds", admission.DefaultTolerationSeconds(pod, c.s.tolerations), nil); err != nil {
+			return nil, err
+		}
 		ranges, err := listTyped[*corev1.LimitRange](tx, mustResource("limitranges"), pod.Namespace)
 		if err != nil {
 			return nil, err

@@ -46,6 +46,9 @@ type Server struct {
 	// managed makes the field managers of managedFields, at the first
 	// write that needs them.
 	managed fieldManagers
+
+	// tolerations configures the DefaultTolerationSeconds admission plugin.
+	tolerations admission.TolerationSeconds
 }
 
 // Option configures a Server.
@@ -57,6 +60,15 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Server) { s.now = now }
 }
 
+// WithDefaultTolerationSeconds sets how long the DefaultTolerationSeconds
+// admission plugin lets new pods tolerate the not-ready and unreachable
+// NoExecute taints (kube-apiserver's --default-not-ready-toleration-seconds
+// and --default-unreachable-toleration-seconds; 300 s each by default).
+// New refuses a negative value (ErrNegativeTolerationSeconds).
+func WithDefaultTolerationSeconds(ts admission.TolerationSeconds) Option {
+	return func(s *Server) { s.tolerations = ts }
+}
+
 // New makes an API server over st, authenticating with tokens.
 func New(st *store.Store, tokens *authn.Tokens, opts ...Option) (*Server, error) {
 	psa, err := admission.NewPodSecurity()
@@ -64,9 +76,12 @@ func New(st *store.Store, tokens *authn.Tokens, opts ...Option) (*Server, error)
 		return nil, fmt.Errorf("setting up PodSecurity admission: %w", err)
 	}
 	s := &Server{store: st, tokens: tokens, psa: psa, now: time.Now, nsCache: map[string]*corev1.Namespace{},
-		nodeAuthz: nodeauthorizer.New(rbac.NodeRules())}
+		nodeAuthz: nodeauthorizer.New(rbac.NodeRules()), tolerations: admission.DefaultTolerations()}
 	for _, o := range opts {
 		o(s)
+	}
+	if err := s.tolerations.Validate(); err != nil {
+		return nil, fmt.Errorf("configuring DefaultTolerationSeconds admission: %w", err)
 	}
 	return s, nil
 }

@@ -249,6 +249,14 @@ func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Objec
 		if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
 			return nil, err
 		}
+		// kube-apiserver runs DefaultTolerationSeconds on updates too: a
+		// replaced pod without the tolerations gets them back (validation
+		// would refuse their removal).
+		if pod, ok := obj.(*corev1.Pod); ok {
+			if err := c.phase(PhaseMutatingAdmission, "DefaultTolerationSeconds", admission.DefaultTolerationSeconds(pod, c.s.tolerations), nil); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if !applied {
 		c.trackUpdate(res, sub, old, obj)

@@ -496,8 +496,16 @@ func TestOnce_Fails(t *testing.T) {
 	}{
 		{
 			name: "a user RBAC does not let write ReplicaSets", user: "viewer",
-			setup: func(l *lab, _ context.CancelFunc) { l.create(deployment("web", 1, nil, nil)) },
+			setup: func(l *lab, _ context.CancelFunc) {
+				l.letViewerListNodes()
+				l.create(deployment("web", 1, nil, nil))
+			},
 			check: apierrors.IsForbidden, want: `cannot create resource "replicasets"`,
+		},
+		{
+			name: "a user RBAC does not let list nodes (the taint-eviction controller's informer)", user: "viewer",
+			setup: func(l *lab, _ context.CancelFunc) { l.create(deployment("web", 1, nil, nil)) },
+			check: apierrors.IsForbidden, want: `listing nodes: nodes is forbidden: User "viewer" cannot list resource "nodes"`,
 		},
 		{
 			name: "a cancelled context", user: User,

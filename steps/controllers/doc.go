@@ -1,7 +1,9 @@
 // Package controllers is podlab's kube-controller-manager: the Deployment
-// controller, the ReplicaSet controller, the garbage collector, and the node
+// controller, the ReplicaSet controller, the garbage collector, the node
 // lifecycle controller (nodelifecycle.go: a node whose kubelet stopped
-// renewing its Lease goes Ready=Unknown and is tainted unreachable). It is
+// renewing its Lease goes Ready=Unknown and is tainted unreachable), the
+// taint-eviction controller (taint.go) and, with --allocate-node-cidrs, the
+// node IPAM controller. It is
 // step 4 of the seed's Deployment chain ("the controller-manager notices
 // the new Deployment through its watch, creates its ReplicaSet, whose
 // controller creates the pods"), and like every Kubernetes component it is
@@ -56,6 +58,22 @@
 // scaling the new ReplicaSet up and the old ones down, within maxSurge
 // (pods above spec.replicas) and maxUnavailable (pods below it that may
 // be not Ready), or, for the Recreate strategy, all old pods first.
+//
+// # Taints that evict
+//
+// A node taint with effect NoExecute (node.kubernetes.io/unreachable, which
+// the node lifecycle controller sets on a node whose kubelet went silent, or
+// one set by hand with kubectl taint) does more than keep new pods away: the
+// taint-eviction controller deletes the pods already bound there. A pod
+// that does not tolerate the taint goes at once; one that tolerates it for
+// tolerationSeconds goes when that time has passed since the taint's
+// timeAdded; one that tolerates it without a time limit stays. Every pod
+// has such tolerations for not-ready and unreachable, 300 s, from the API
+// server's DefaultTolerationSeconds admission plugin: a node that is gone
+// five minutes loses its pods, and their ReplicaSets make new ones, which
+// the scheduler places on nodes without the taint. Removing the taint in
+// time cancels the deletion. Each deletion is the event TaintManagerEviction
+// "Marking for deletion Pod NS/NAME" on the pod.
 //
 // # Where this differs from kube-controller-manager
 //

@@ -48,7 +48,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newLab(t *testing.T) *lab {
+func newLab(t *testing.T, opts ...apiserver.Option) *lab {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -56,7 +56,7 @@ func newLab(t *testing.T) *lab {
 	if _, err := apiserver.Init(ctx, dir); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	srv, err := apiserver.Open(dir)
+	srv, err := apiserver.Open(dir, opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -37,19 +37,15 @@ const (
 )
 
 // watched lists the resources the controllers watch, in the order a pass
-// lists them: owners before what they own; nodes first when the node IPAM
-// controller runs.
+// lists them: nodes (for the taint-eviction and node IPAM controllers),
+// then owners before what they own.
 func (m *Manager) watched() []string {
-	res := []string{"deployments", "replicasets", "pods"}
-	if m.ipam != nil {
-		res = append([]string{"nodes"}, res...)
-	}
-	return res
+	return []string{"nodes", "deployments", "replicasets", "pods"}
 }
 
 // Manager is podlab's kube-controller-manager: the Deployment controller,
-// the ReplicaSet controller and the garbage collector, sharing informers on
-// deployments, replicasets and pods, each with its work queue, acting
+// the ReplicaSet controller, the garbage collector and the taint-eviction
+// controller, sharing informers on nodes, deployments, replicasets and pods, each with its work queue, acting
 // through the API server as one user.
 type Manager struct {
 	client    apiserver.Interface
@@ -95,6 +91,7 @@ type Report struct {
 	ScalingEvents      []string // "Scaled up replica set web-7d4b9c8f6 from 0 to 3"
 	PodsCreated        []string
 	PodsDeleted        []string
+	PodsEvicted        []string // pods the taint-eviction controller deleted: namespace/name
 	Collected          []string // objects the garbage collector deleted: "replicasets default/web-7d4b9c8f6"
 	NodeCIDRs          []string // CIDRs the node IPAM controller gave: "node-1 10.244.0.0/24"
 }
@@ -117,6 +114,7 @@ type run struct {
 	dc   *deploymentController
 	rsc  *replicaSetController
 	gc   *garbageCollector
+	tec  *taintEvictionController
 	ipam *nodeIPAMController // nil unless WithNodeIPAM
 }
 
@@ -131,6 +129,7 @@ func (m *Manager) newRun(singlePass bool) *run {
 	r.dc = newDeploymentController(r)
 	r.rsc = newReplicaSetController(r)
 	r.gc = newGarbageCollector(r)
+	r.tec = newTaintEvictionController(r)
 	if m.ipam != nil {
 		r.ipam = newNodeIPAMController(r, *m.ipam)
 	}
@@ -276,7 +275,7 @@ type controller interface {
 }
 
 func (r *run) controllers() []controller {
-	cs := []controller{r.dc, r.rsc, r.gc}
+	cs := []controller{r.dc, r.rsc, r.gc, r.tec}
 	if r.ipam != nil {
 		cs = append(cs, r.ipam)
 	}
@@ -403,7 +402,9 @@ func (r *run) onAdd(resource string, obj apiserver.Object) {
 		r.rsc.addRS(o)
 	case *corev1.Pod:
 		r.rsc.addPod(o)
+		r.tec.updatePod(nil, o)
 	case *corev1.Node:
+		r.tec.updateNode(nil, o)
 		if r.ipam != nil {
 			r.ipam.nodeChanged(o)
 		}
@@ -420,7 +421,9 @@ func (r *run) onUpdate(resource string, old, cur apiserver.Object) {
 		r.rsc.updateRS(old.(*appsv1.ReplicaSet), o)
 	case *corev1.Pod:
 		r.rsc.updatePod(old.(*corev1.Pod), o)
+		r.tec.updatePod(old.(*corev1.Pod), o)
 	case *corev1.Node:
+		r.tec.updateNode(old.(*corev1.Node), o)
 		if r.ipam != nil {
 			r.ipam.nodeChanged(o)
 		}
@@ -438,7 +441,9 @@ func (r *run) onDelete(resource string, obj apiserver.Object) {
 	case *corev1.Pod:
 		r.dc.deletePod(o)
 		r.rsc.deletePod(o, "k8s.io/client-go/tools/cache.ResourceEventHandlerFuncs.OnDelete")
+		r.tec.deletePod(o)
 	case *corev1.Node:
+		r.tec.updateNode(o, nil)
 		if r.ipam != nil {
 			r.ipam.nodeDeleted(o)
 		}
@@ -523,6 +528,7 @@ func (r *run) starting() {
 	bg := r.m.log.Logger("")
 	for _, c := range []struct{ name, run string }{
 		{deploymentControllerName, "deployment"}, {replicaSetControllerName, "replicaset"}, {garbageCollectorName, "garbagecollector"},
+		{taintEvictionControllerName, "tainteviction"},
 	} {
 		bg.Info(at("controllermanager.go", 778), "Started controller", "controller", c.name)
 	}
@@ -536,6 +542,9 @@ func (r *run) starting() {
 		r.ipam.log.Info(at("range_allocator.go", 177), "Sending events to api server")
 		r.ipam.log.Info(at("range_allocator.go", 181), "Starting range CIDR allocator")
 	}
+	r.tec.log.Info(at("taint_eviction.go", 286), "Starting controller", "controller", taintEvictionControllerName)
+	r.tec.log.Info(at("taint_eviction.go", 292), "Sending events to api server")
+	bg.Info(at("shared_informer.go", 350), "Waiting for caches to sync", "controller", taintEvictionControllerName)
 }
 
 func (r *run) synced() {
@@ -543,6 +552,7 @@ func (r *run) synced() {
 	bg.Info(at("shared_informer.go", 357), "Caches are synced", "controller", "deployment")
 	bg.Info(at("shared_informer.go", 357), "Caches are synced", "controller", "ReplicaSet")
 	r.gc.log.Info(at("garbagecollector.go", 157), "Proceeding to collect garbage")
+	bg.Info(at("shared_informer.go", 357), "Caches are synced", "controller", taintEvictionControllerName)
 }
 
 func (r *run) stopping() {
@@ -552,6 +562,7 @@ func (r *run) stopping() {
 	if r.ipam != nil {
 		r.ipam.log.Info(at("range_allocator.go", 185), "Shutting down range CIDR allocator")
 	}
+	r.tec.log.Info(at("taint_eviction.go", 287), "Shutting down controller", "controller", taintEvictionControllerName)
 }
 
 // at is the call site in kube-controller-manager v1.33.6 (k8s.io/kubernetes

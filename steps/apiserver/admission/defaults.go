@@ -89,8 +89,9 @@ func (d *defaulter) set(path string, value any, why ...string) {
 
 // DefaultPod applies everything kube-apiserver fills in on a new pod:
 // SetDefaults_Pod and SetDefaults_PodSpec, the container defaults, the
-// ServiceAccount, DefaultTolerationSeconds and Priority admission plugins,
-// and the pod strategy's status.phase and status.qosClass.
+// ServiceAccount and Priority admission plugins, and the pod strategy's
+// status.phase and status.qosClass. The DefaultTolerationSeconds plugin,
+// which the API server configures, is DefaultTolerationSeconds.
 func DefaultPod(p *corev1.Pod) []string {
 	d := &defaulter{}
 	spec := &p.Spec
@@ -130,11 +131,6 @@ func DefaultPod(p *corev1.Pod) []string {
 		// The v1 conversion keeps the deprecated alias in step.
 		spec.DeprecatedServiceAccount = spec.ServiceAccountName
 	}
-
-	// The DefaultTolerationSeconds admission plugin: when the node controller
-	// taints a node not-ready or unreachable, evict the pod after 5 minutes.
-	d.defaultToleration(spec, corev1.TaintNodeNotReady)
-	d.defaultToleration(spec, corev1.TaintNodeUnreachable)
 
 	// The Priority admission plugin, with no PriorityClass objects: a pod
 	// without a class gets priority 0, the two built-in system classes their
@@ -343,23 +339,6 @@ func (d *defaulter) hostNetworkPorts(cs []corev1.Container, path string) {
 			}
 		}
 	}
-}
-
-// defaultToleration adds key:NoExecute for 300s unless the pod already
-// tolerates it (an empty key or effect tolerates everything).
-func (d *defaulter) defaultToleration(spec *corev1.PodSpec, key string) {
-	for _, t := range spec.Tolerations {
-		if (t.Key == key || t.Key == "") && (t.Effect == corev1.TaintEffectNoExecute || t.Effect == "") {
-			return
-		}
-	}
-	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{
-		Key:               key,
-		Operator:          corev1.TolerationOpExists,
-		Effect:            corev1.TaintEffectNoExecute,
-		TolerationSeconds: ptr(int64(300)),
-	})
-	d.notes = append(d.notes, fmt.Sprintf("added toleration %s:NoExecute for 300s (DefaultTolerationSeconds admission)", key))
 }
 
 // imageTagAndDigest splits an image reference the way the kubelet's

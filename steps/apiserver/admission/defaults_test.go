@@ -38,10 +38,6 @@ func TestDefaultPod_Minimal(t *testing.T) {
 			DeprecatedServiceAccount:      "default",
 			Priority:                      ptr(int32(0)),
 			PreemptionPolicy:              ptr(corev1.PreemptLowerPriority),
-			Tolerations: []corev1.Toleration{
-				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(300))},
-				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(300))},
-			},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort},
 	}
@@ -60,8 +56,6 @@ func TestDefaultPod_Minimal(t *testing.T) {
 		"set spec.containers[0].ports[0].protocol=TCP",
 		"set spec.enableServiceLinks=true",
 		"set spec.serviceAccountName=default (ServiceAccount admission)",
-		"added toleration node.kubernetes.io/not-ready:NoExecute for 300s (DefaultTolerationSeconds admission)",
-		"added toleration node.kubernetes.io/unreachable:NoExecute for 300s (DefaultTolerationSeconds admission)",
 		"set spec.priority=0 (Priority admission, no priorityClassName)",
 		"set spec.preemptionPolicy=PreemptLowerPriority (Priority admission)",
 		"set status.phase=Pending",

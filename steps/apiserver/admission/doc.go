@@ -17,9 +17,11 @@
 //     with NamespaceLifecycle, first in kube-apiserver's plugin order, which
 //     changes nothing but refuses new objects in a missing or terminating
 //     namespace (NamespaceLifecycle). ServiceAccount sets
-//     serviceAccountName, DefaultTolerationSeconds adds the not-ready and
-//     unreachable tolerations, Priority sets spec.priority (all three are
-//     folded into DefaultPod, and its notes say which plugin did what), and
+//     serviceAccountName and Priority sets spec.priority (both folded into
+//     DefaultPod, and its notes say which plugin did what),
+//     DefaultTolerationSeconds adds the not-ready and unreachable
+//     NoExecute tolerations for the API server's configured seconds
+//     (DefaultTolerationSeconds, 300 unless set shorter), and
 //     LimitRanger fills resources from the namespace's LimitRanges
 //     (LimitRangerMutate). NodeRestriction changes nothing but refuses a
 //     kubelet's writes to what is not its own node's (NodeRestriction).
@@ -46,7 +48,7 @@
 //
 // A pod create therefore runs:
 //
-//	NamespaceLifecycle -> PrepareForCreate -> DefaultPod -> LimitRangerMutate -> Validate ->
+//	NamespaceLifecycle -> PrepareForCreate -> DefaultPod -> DefaultTolerationSeconds -> LimitRangerMutate -> Validate ->
 //	LimitRangerValidate -> ResourceQuota -> (*PodSecurityAdmission).Admit
 //
 // Each function returns notes, one human sentence per decision or change

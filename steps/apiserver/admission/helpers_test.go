@@ -38,10 +38,12 @@ func newPod(name string, containers ...corev1.Container) *corev1.Pod {
 	}
 }
 
-// defaultedPod is newPod after DefaultPod, as the API server validates it.
+// defaultedPod is newPod after DefaultPod and DefaultTolerationSeconds, as
+// the API server validates it.
 func defaultedPod(name string, containers ...corev1.Container) *corev1.Pod {
 	p := newPod(name, containers...)
 	DefaultPod(p)
+	DefaultTolerationSeconds(p, DefaultTolerations())
 	return p
 }
 
