@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,19 +40,13 @@ import (
 // log or runs runc exec in the container.
 func TestKubectl_LogsAndExecThroughTheKubelet(t *testing.T) {
 	testenv.RequireRoot(t)
-	runc := testenv.Runc(t)
+	testenv.Runc(t) // startComponent gives it to the kubelet
 	kubectl := testenv.Kubectl(t)
 	ref := shellRegistry(t)
 	state := testenv.StateDir(t)
-	port := freePort(t)
-	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
-	srv, _ := startAPIServer(t, state, port)
-	t.Cleanup(func() {
-		srv.Process.Kill()
-		srv.Wait()
-	})
+	serveAPI(t, state)
 	kport := freePort(t)
-	kout := startKubelet(t, state, runc, "--node", "node-1", "--port", strconv.Itoa(kport))
+	_, kout := startComponent(t, state, "kubelet", "--node", "node-1", "--port", strconv.Itoa(kport))
 	l := statedir.Layout{Dir: state}
 	as := func(identity string, args ...string) (string, error) {
 		return kubectlWith(kubectl, l.Kubeconfig(identity), args...)
@@ -238,32 +231,6 @@ func TestKubectl_LogsAndExecThroughTheKubelet(t *testing.T) {
 	if out, err := as("admin", "exec", "pending", "--", "cat", "/etc/hostname"); err == nil || !strings.Contains(out, "pod pending does not have a host assigned") {
 		t.Errorf("exec in an unscheduled pod: %v\n%s", err, out)
 	}
-}
-
-// startKubelet runs `podlab kubelet` as its own process (this test
-// binary, run as podlab) and stops it with SIGINT when the test ends. Its
-// output is returned for failure messages.
-func startKubelet(t *testing.T, state, runc string, args ...string) *lockedBuffer {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"--state-dir", state, "kubelet"}, args...)...)
-	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PODLAB_RUNTIME="+runc)
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	return out
 }
 
 // waitFor polls cond until it holds or d passes.

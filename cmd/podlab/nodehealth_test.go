@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,13 +20,7 @@ func TestNodeHealth_ADeadNode(t *testing.T) {
 	kubectl := testenv.Kubectl(t)
 	ref := helloRegistry(t)
 	state := testenv.StateDir(t)
-	port := freePort(t)
-	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
-	srv, _ := startAPIServer(t, state, port)
-	t.Cleanup(func() {
-		srv.Process.Kill()
-		srv.Wait()
-	})
+	serveAPI(t, state)
 	l := statedir.Layout{Dir: state}
 	admin := func(args ...string) string {
 		t.Helper()

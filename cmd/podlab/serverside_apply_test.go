@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -24,13 +23,7 @@ import (
 func TestKubectl_ServerSideApply(t *testing.T) {
 	kubectl := testenv.Kubectl(t)
 	state := testenv.StateDir(t)
-	port := freePort(t)
-	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
-	srv, _ := startAPIServer(t, state, port)
-	t.Cleanup(func() {
-		srv.Process.Kill()
-		srv.Wait()
-	})
+	serveAPI(t, state)
 	l := statedir.Layout{Dir: state}
 	run := func(user string, args ...string) (string, error) {
 		return kubectlWith(kubectl, l.Kubeconfig(user), args...)
