@@ -29,6 +29,7 @@ const (
 	podsDir       = "pods"
 	seccompDir    = "seccomp"
 	subPathsDir   = "volume-subpaths"
+	machineDir    = "machine"
 
 	// cgroupPrefix starts every state directory's cgroup root.
 	cgroupPrefix = "/podlab-"
@@ -210,6 +211,16 @@ type Node struct {
 
 // Runtime is where the node's runc keeps its containers.
 func (n Node) Runtime() Runtime { return Runtime{Dir: n.Dir, CgroupParent: n.KubepodsCgroup()} }
+
+// MachineDir holds what makes the node a machine of its own (podlab node
+// join): its network namespace, pinned by a bind mount at MachineNetns, and
+// the records of its link to the lab network.
+func (n Node) MachineDir() string { return filepath.Join(n.Dir, machineDir) }
+
+// MachineNetns is the node's own network namespace (its "machine"), a bind
+// mount made by podlab node join. A node that never joined has none: its
+// kubelet runs in the host's network namespace.
+func (n Node) MachineNetns() string { return filepath.Join(n.MachineDir(), "net") }
 
 // ContentDir is the node's content store.
 func (n Node) ContentDir() string { return filepath.Join(n.Dir, contentDir) }
