@@ -222,6 +222,39 @@ func (n Node) MachineDir() string { return filepath.Join(n.Dir, machineDir) }
 // kubelet runs in the host's network namespace.
 func (n Node) MachineNetns() string { return filepath.Join(n.MachineDir(), "net") }
 
+// The node's pod network (see steps/cni): its container runtime's CNI
+// configuration, libcni's cache and host-local's leases, each per node,
+// since libcni and host-local default to paths under /var/lib/cni that
+// every runtime on the machine would share.
+const (
+	cniDir       = "cni"
+	cniNetDir    = "net.d"
+	cniCacheDir  = "cache"
+	cniIPAMDir   = "networks"
+	bridgePrefix = "plb"
+)
+
+// CNIConfDir is where the node's runtime reads its CNI network
+// configuration, as containerd's conf_dir (/etc/cni/net.d).
+func (n Node) CNIConfDir() string { return filepath.Join(n.Dir, cniDir, cniNetDir) }
+
+// CNICacheDir is libcni's cache (its default is /var/lib/cni): each
+// attachment's result JSON is results/<network>-<sandbox id>-<ifname>.
+func (n Node) CNICacheDir() string { return filepath.Join(n.Dir, cniDir, cniCacheDir) }
+
+// CNIIPAMDir is host-local's dataDir (its default is /var/lib/cni/networks):
+// <network>/<ip> names the sandbox that holds the address.
+func (n Node) CNIIPAMDir() string { return filepath.Join(n.Dir, cniDir, cniIPAMDir) }
+
+// BridgeName is the Linux bridge of the node's pods: network interface
+// names are global to a network namespace and at most 15 bytes, so it is
+// "plb" and 8 hex digits of sha256 of the node's directory (two state
+// directories, or two nodes of one, never share a bridge).
+func (n Node) BridgeName() string {
+	sum := sha256.Sum256([]byte(filepath.Clean(n.Dir)))
+	return bridgePrefix + hex.EncodeToString(sum[:4])
+}
+
 // ContentDir is the node's content store.
 func (n Node) ContentDir() string { return filepath.Join(n.Dir, contentDir) }
 

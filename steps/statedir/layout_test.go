@@ -57,6 +57,10 @@ func TestLayout_Paths(t *testing.T) {
 		{"node's state dir", n.State().Dir, "/s"},
 		{"userns claim", MachineUsernsClaims().Claim(65536), "/var/lib/podlab-userns/65536"},
 		{"userns claims lock", MachineUsernsClaims().Lock(), "/var/lib/podlab-userns/lock"},
+		{"cni net.d", n.CNIConfDir(), "/s/nodes/node-1/cni/net.d"},
+		{"cni cache", n.CNICacheDir(), "/s/nodes/node-1/cni/cache"},
+		{"host-local dataDir", n.CNIIPAMDir(), "/s/nodes/node-1/cni/networks"},
+		{"bridge", n.BridgeName(), "plb883283ec"},
 		{"node cgroup root", n.CgroupRoot, root + "/nodes/node-1"},
 		{"kubepods", n.KubepodsCgroup(), root + "/nodes/node-1/kubepods"},
 		{"node runtime cgroup parent", n.Runtime().CgroupParent, root + "/nodes/node-1/kubepods"},
@@ -70,6 +74,15 @@ func TestLayout_Paths(t *testing.T) {
 	for _, tt := range tests {
 		if tt.got != tt.want {
 			t.Errorf("%s = %q, want %q", tt.name, tt.got, tt.want)
+		}
+	}
+	// `printf %s /s/nodes/node-1 | sha256sum` starts with the bridge's hex.
+	if !regexp.MustCompile(`^plb[0-9a-f]{8}$`).MatchString(n.BridgeName()) {
+		t.Errorf("BridgeName = %q, want plb<8 hex> (at most 15 bytes)", n.BridgeName())
+	}
+	for _, other := range []Node{l.Node("node-2"), (Layout{Dir: "/t"}).Node("node-1")} {
+		if other.BridgeName() == n.BridgeName() {
+			t.Errorf("%s and %s share the bridge %s", other.Dir, n.Dir, n.BridgeName())
 		}
 	}
 	if l.Node("node-2").CgroupRoot == n.CgroupRoot {
