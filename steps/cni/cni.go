@@ -355,4 +355,3 @@ func (n *Network) Sandboxes() ([]string, error) {
 func (n *Network) ResultPath(network, id string) string {
 	return filepath.Join(n.cfg.CacheDir, "results", network+"-"+id+"-"+IfName)
 }
-
