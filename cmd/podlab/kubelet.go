@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -471,6 +472,27 @@ func printLeaseResult(w io.Writer, r *kubelet.LeaseResult, err error) {
 		time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second/4)
 }
 
+// ipList is a list of IPs as one word: 10.244.0.2,fd00::2.
+func ipList(ips []net.IP) string {
+	var s []string
+	for _, ip := range ips {
+		s = append(s, ip.String())
+	}
+	return strings.Join(s, ",")
+}
+
+// printRuntimeConfig prints what the runtime did with the node's pod CIDR,
+// when it did something.
+func printRuntimeConfig(w io.Writer, node string, rc *kubelet.RuntimeConfig, err error) {
+	if err != nil {
+		fmt.Fprintf(w, "node %s: %v\n", node, err)
+		return
+	}
+	if rc != nil && rc.Changed {
+		fmt.Fprintf(w, "node %s: podCIDR %s handed to the runtime (UpdateRuntimeConfig): wrote %s\n", node, rc.PodCIDR, rc.ConfList)
+	}
+}
+
 // printNodeResult prints a registration or heartbeat.
 func printNodeResult(w io.Writer, r *kubelet.NodeResult, err error) {
 	if errors.Is(err, remote.ErrUnreachable) {
@@ -480,6 +502,7 @@ func printNodeResult(w io.Writer, r *kubelet.NodeResult, err error) {
 		fmt.Fprintf(w, "node: %v\n", err)
 		return
 	}
+	printRuntimeConfig(w, r.Node.Name, r.RuntimeConfig, r.RuntimeConfigErr)
 	n := r.Node
 	ready := ""
 	for _, cd := range n.Status.Conditions {
@@ -551,6 +574,13 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 			}
 		}
 		printPodCgroup(w, res.PodCgroup)
+		if n := res.Network; n != nil {
+			fmt.Fprintf(w, "    network: CNI ADD (%s): %s %s in %s\n", n.ConfList, n.Interface, ipList(n.IPs), n.Took.Round(time.Millisecond))
+			fmt.Fprintf(w, "    the CNI result: cat %s\n", n.ResultPath)
+		}
+		if res.NetworkNote != "" {
+			fmt.Fprintf(w, "    network: %s\n", res.NetworkNote)
+		}
 		rec = &res.Recording
 	case *kubelet.PullResult:
 		switch {
@@ -635,6 +665,9 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 		}
 		for _, p := range res.Paths {
 			fmt.Fprintf(w, "    removed %s\n", p)
+		}
+		for _, n := range res.Network {
+			fmt.Fprintf(w, "    CNI DEL: released %s %s\n", n.Interface, ipList(n.IPs))
 		}
 		if res.Deleted {
 			fmt.Fprintf(w, "    deleted the pod from the API server (grace period 0)\n")

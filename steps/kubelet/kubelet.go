@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
 )
@@ -66,6 +67,9 @@ type Config struct {
 	// are looked at (1s); Settle how long SyncOnce watches the containers it
 	// started before it returns (1s).
 	Heartbeat, Poll, Settle time.Duration
+	// CNIBinDirs are where the runtime looks for CNI plugins; default
+	// cni.DefaultBinDirs (/usr/lib/cni, /opt/cni/bin).
+	CNIBinDirs []string
 	// NodeLeaseDuration is the node Lease's leaseDurationSeconds (the
 	// kubelet's --node-lease-duration-seconds, 40s); Run renews the Lease
 	// every quarter of it. Whole seconds; at least 4s.
@@ -99,6 +103,7 @@ type Kubelet struct {
 	layout   Layout
 	store    *pull.Store
 	rt       *runc.Runtime
+	network  *cni.Network
 	client   apiserver.Interface
 	recorder *apiserver.Recorder
 	failures *failures
@@ -109,6 +114,8 @@ type Kubelet struct {
 
 	mu        sync.Mutex
 	announced map[string]time.Time // back-offs whose Events were recorded, by container
+	// saidNoPodCIDR: the kubelet said once that the node has no pod CIDR.
+	saidNoPodCIDR bool
 }
 
 // New sets up the kubelet of cfg.Node: its node directory, content store
@@ -156,6 +163,10 @@ func New(cfg Config) (*Kubelet, error) {
 	if err != nil {
 		return nil, err
 	}
+	network, err := cni.New(cni.Config{ConfDir: layout.CNIConfDir(), CacheDir: layout.CNICacheDir(), BinDirs: cfg.CNIBinDirs})
+	if err != nil {
+		return nil, err
+	}
 	rt := layout.runtime(cfg.Runtime)
 	rt.Shim, rt.OnCommand = cfg.Shim, cfg.OnCommand
 	return &Kubelet{
@@ -164,6 +175,7 @@ func New(cfg Config) (*Kubelet, error) {
 		layout:    layout,
 		store:     store,
 		rt:        rt,
+		network:   network,
 		client:    cfg.Client,
 		recorder:  apiserver.NewRecorder(cfg.Client, Component, cfg.Node),
 		failures:  newFailures(cfg.ImageBackOff, cfg.MaxImageBackOff),
@@ -180,6 +192,9 @@ func (k *Kubelet) Layout() Layout { return k.layout }
 
 // Store is the node's content store.
 func (k *Kubelet) Store() *pull.Store { return k.store }
+
+// Network is the node's pod network, as its runtime sees it.
+func (k *Kubelet) Network() *cni.Network { return k.network }
 
 // Runtime is the node's container runtime.
 func (k *Kubelet) Runtime() *runc.Runtime { return k.rt }

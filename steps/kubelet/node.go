@@ -64,7 +64,12 @@ type NodeResult struct {
 	Declared bool
 	// Heartbeat is true for the periodic status updates after registering.
 	Heartbeat bool
-	Took      time.Duration
+	// RuntimeConfig is what the kubelet handed the runtime of the Node's
+	// spec.podCIDR (UpdateRuntimeConfig); RuntimeConfigErr why the
+	// runtime refused it.
+	RuntimeConfig    *RuntimeConfig
+	RuntimeConfigErr error
+	Took             time.Duration
 }
 
 // Register creates the kubelet's Node, or, when it exists, brings its
@@ -78,7 +83,10 @@ func (k *Kubelet) Register(ctx context.Context) (*NodeResult, error) {
 	node.Status = k.nodeStatus(node, false)
 	obj, err := k.client.Create(ctx, node)
 	if err == nil {
-		return &NodeResult{Node: obj.(*corev1.Node), Created: true, Took: time.Since(start)}, nil
+		res := &NodeResult{Node: obj.(*corev1.Node), Created: true}
+		res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(res.Node)
+		res.Took = time.Since(start)
+		return res, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("registering node %s: %w", k.node, err)
@@ -87,6 +95,7 @@ func (k *Kubelet) Register(ctx context.Context) (*NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(res.Node)
 	res.Took = time.Since(start)
 	return res, nil
 }
@@ -99,6 +108,7 @@ func (k *Kubelet) Heartbeat(ctx context.Context) (*NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(res.Node)
 	res.Heartbeat, res.Took = true, time.Since(start)
 	return res, nil
 }

@@ -130,6 +130,7 @@ type Run struct {
 func (k *Kubelet) Observe(pod *corev1.Pod) (*PodState, error) {
 	now := k.now()
 	st := &PodState{Now: now, Node: k.node, Layout: k.layout, Sandbox: k.layout.observeSandbox(pod)}
+	k.observeNetwork(pod, &st.Sandbox)
 	runs, err := k.listRuns()
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -40,6 +41,9 @@ type Sandbox struct {
 	// UserNamespace is the pod's range of host ids (hostUsers: false), once
 	// allocated.
 	UserNamespace *UserNamespace
+	// Network is the sandbox's attachment to the pod network (its IPs, the
+	// CNI result JSON), nil while it has none.
+	Network *cni.Result
 }
 
 // podHostname is the hostname of a pod's UTS namespace: spec.hostname, else

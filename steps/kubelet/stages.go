@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/kubelet/subpath"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
@@ -40,7 +41,11 @@ type SandboxResult struct {
 	// PodCgroup is the pod's cgroup in its QoS tier, made before the
 	// sandbox (with its settings, and the tier's).
 	PodCgroup *PodCgroup
-	Took      time.Duration
+	// Network is the attachment this call made (CNI ADD); NetworkNote says
+	// why a pod got none (the node has no pod CIDR), the first time.
+	Network     *cni.Result
+	NetworkNote string
+	Took        time.Duration
 	Recording
 }
 
@@ -147,6 +152,9 @@ type RemoveResult struct {
 	Containers []string
 	Cgroups    []string
 	Paths      []string
+	// Network are the sandbox's attachments detached (CNI DEL): their IPs
+	// went back to the node's pool.
+	Network []cni.Result
 	// Deleted is true when the pod object was deleted from the API server.
 	Deleted bool
 	Took    time.Duration
@@ -279,7 +287,7 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 		return res, err
 	}
 	res.PodCgroup = pc
-	if !res.Sandbox.Ready {
+	if len(res.Sandbox.Namespaces) < len(sandboxKinds(pod)) {
 		sb, err := k.pinSandbox(pod)
 		if err != nil {
 			k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
@@ -287,6 +295,21 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 		}
 		res.Sandbox, res.Created = sb, true
 	}
+	// The runtime attaches the pinned network namespace to the pod
+	// network (CNI ADD); a failure undoes the sandbox it just made.
+	if needsNetwork(pod) && res.Sandbox.Network == nil {
+		nr, note, err := k.attachNetwork(ctx, pod)
+		if err != nil {
+			if res.Created {
+				_ = k.layout.removeSandbox(pod.UID)
+			}
+			k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+			return res, err
+		}
+		res.Network, res.NetworkNote = nr, note
+		res.Sandbox.Network = nr
+	}
+	res.Sandbox.Ready = len(res.Sandbox.Namespaces) == len(sandboxKinds(pod))
 	err = k.report(ctx, pod, &res.Recording, nil)
 	res.Took = time.Since(start)
 	return res, err
@@ -691,6 +714,13 @@ func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveRe
 		if _, err := os.Lstat(p); err == nil {
 			res.Paths = append(res.Paths, p)
 		}
+	}
+	// The runtime detaches the sandbox (CNI DEL) while its network
+	// namespace still exists, then the namespaces go.
+	detached, err := k.network.Teardown(ctx, sandboxID(uid))
+	res.Network = detached
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if err := k.layout.removeSandbox(uid); err != nil {
 		errs = append(errs, err)

@@ -134,6 +134,9 @@ func (k *Kubelet) computeStatus(pod *corev1.Pod, st *PodState, ov map[string]*ov
 	if s.StartTime == nil {
 		s.StartTime = &now
 	}
+	if ip, ips := podIPs(st.Sandbox); ip != "" {
+		s.PodIP, s.PodIPs = ip, ips // the runtime's PodSandboxStatus
+	}
 	if ip := k.nodeIP; ip != "" {
 		s.HostIP, s.HostIPs = ip, []corev1.HostIP{{IP: ip}}
 	}

@@ -403,6 +403,10 @@ func (k *Kubelet) cleanupOrphans(ctx context.Context, pods []*corev1.Pod) error 
 			found[types.UID(e.Name())] = true
 		}
 	}
+	sandboxes, _ := k.network.Sandboxes() // attached, whatever else is gone
+	for _, id := range sandboxes {
+		found[types.UID(id)] = true
+	}
 	var errs []error
 	for uid := range found {
 		if known[uid] {
@@ -556,5 +560,6 @@ func (k *Kubelet) podLeftovers(uid types.UID) bool {
 			return true
 		}
 	}
-	return false
+	_, attached, _ := k.network.Status(sandboxID(uid))
+	return attached
 }
