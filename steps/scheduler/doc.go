@@ -22,7 +22,8 @@
 //     not run there). podlab has kube-scheduler's NodeUnschedulable
 //     (cordoned nodes), NodeName, TaintToleration (NoSchedule and NoExecute
 //     taints the pod does not tolerate), NodeAffinity (nodeSelector and
-//     required node affinity) and NodeResourcesFit (the pod's requests
+//     required node affinity), NodePorts (a hostPort another pod on the
+//     node holds) and NodeResourcesFit (the pod's requests
 //     against the node's allocatable resources minus what its pods
 //     request, and the pod count). Each gives kube-scheduler's reason
 //     word for word: "Insufficient cpu", "node(s) had untolerated taint
@@ -86,7 +87,7 @@
 //     what its PostFilter plugins said ("preemption: 0/3 nodes are
 //     available: 3 Preemption is not helpful for scheduling."); podlab does
 //     not preempt, and does not pretend to.
-//   - Only the plugins above: no NodePorts, volumes, pod topology spread,
+//   - Only the plugins above: no volumes, pod topology spread,
 //     inter-pod affinity, preferred node affinity scores or dynamic
 //     resources. Every node is filtered (kube-scheduler stops after enough
 //     feasible nodes in clusters over 100 nodes).

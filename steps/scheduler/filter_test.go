@@ -201,3 +201,30 @@ func TestPodRequests(t *testing.T) {
 		})
 	}
 }
+
+func hostPorts(ports ...corev1.ContainerPort) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.Containers[0].Ports = ports }
+}
+
+func TestNodePorts_Filter(t *testing.T) {
+	n := node("node-1", "2", "4Gi")
+	tcp80 := corev1.ContainerPort{ContainerPort: 80, HostPort: 8080}
+	no := []string{ReasonNodePorts}
+	runFilter(t, NodePorts{}, []filterCase{
+		{"no hostPort", pod("web", "", ""), n, []*corev1.Pod{pod("other", "", "", hostPorts(tcp80))}, nil},
+		{"a free hostPort", pod("web", "", "", hostPorts(tcp80)), n, []*corev1.Pod{pod("other", "", "")}, nil},
+		{"the same hostPort taken", pod("web", "", "", hostPorts(tcp80)), n, []*corev1.Pod{pod("other", "", "", hostPorts(tcp80))}, no},
+		{"TCP is the default protocol", pod("web", "", "", hostPorts(tcp80)), n,
+			[]*corev1.Pod{pod("other", "", "", hostPorts(corev1.ContainerPort{ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolTCP}))}, no},
+		{"the same port, UDP", pod("web", "", "", hostPorts(tcp80)), n,
+			[]*corev1.Pod{pod("other", "", "", hostPorts(corev1.ContainerPort{ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolUDP}))}, nil},
+		{"only a containerPort", pod("web", "", "", hostPorts(tcp80)), n,
+			[]*corev1.Pod{pod("other", "", "", hostPorts(corev1.ContainerPort{ContainerPort: 8080}))}, nil},
+		{"two hostIPs", pod("web", "", "", hostPorts(corev1.ContainerPort{ContainerPort: 80, HostPort: 8080, HostIP: "10.0.0.1"})), n,
+			[]*corev1.Pod{pod("other", "", "", hostPorts(corev1.ContainerPort{ContainerPort: 80, HostPort: 8080, HostIP: "10.0.0.2"}))}, nil},
+		{"a hostIP and every address", pod("web", "", "", hostPorts(corev1.ContainerPort{ContainerPort: 80, HostPort: 8080, HostIP: "10.0.0.1"})), n,
+			[]*corev1.Pod{pod("other", "", "", hostPorts(tcp80))}, no},
+		{"the holder finished", pod("web", "", "", hostPorts(tcp80)), n,
+			[]*corev1.Pod{pod("other", "", "", hostPorts(tcp80), func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })}, nil},
+	})
+}

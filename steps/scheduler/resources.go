@@ -246,10 +246,12 @@ type podMeta struct {
 	namespace string
 	labels    map[string]string
 	deleting  bool
+	hostPorts []hostPort // what NodePorts checks
 }
 
 func podMetaOf(pod *corev1.Pod) podMeta {
-	return podMeta{key: pod.Namespace + "/" + pod.Name, namespace: pod.Namespace, labels: pod.Labels, deleting: pod.DeletionTimestamp != nil}
+	return podMeta{key: pod.Namespace + "/" + pod.Name, namespace: pod.Namespace, labels: pod.Labels, deleting: pod.DeletionTimestamp != nil,
+		hostPorts: hostPortsOf(pod)}
 }
 
 // NewNodeInfo returns node with pods counted on it. Pods that have finished

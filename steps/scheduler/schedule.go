@@ -75,6 +75,7 @@ func DefaultProfile() Profile {
 			NodeName{},
 			TaintToleration{},
 			NodeAffinity{},
+			NodePorts{},
 			NodeResourcesFit{},
 		},
 		Scores: []WeightedScore{

@@ -149,7 +149,7 @@ func TestResult_WriteTable(t *testing.T) {
 	out := b.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for _, want := range []string{
-		"NODE", "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit",
+		"NODE", "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
 		"NodeResourcesFit x1", "NodeResourcesBalancedAllocation x1", "ImageLocality x1", "TaintToleration x3", "PodTopologySpread x2", "TOTAL",
 	} {
 		if !strings.Contains(lines[0], want) {
@@ -157,12 +157,12 @@ func TestResult_WriteTable(t *testing.T) {
 		}
 	}
 	// node-1: two filters passed, the taint failed, the rest did not run.
-	if got := strings.Join(strings.Fields(lines[1]), " "); got != "node-1 ok ok node(s) had untolerated taint {gpu: true} - - | - - - - - | -" {
+	if got := strings.Join(strings.Fields(lines[1]), " "); got != "node-1 ok ok node(s) had untolerated taint {gpu: true} - - - | - - - - - | -" {
 		t.Errorf("node-1's row: %q", got)
 	}
 	// node-2: every filter ok; taints 100x3, LeastAllocated 75, spreading
 	// skipped (nothing selects the pod), balanced 100, image 0: 475.
-	if got := strings.Join(strings.Fields(lines[2]), " "); got != "node-2 ok ok ok ok ok | 100 75 skip 100 0 | 475" {
+	if got := strings.Join(strings.Fields(lines[2]), " "); got != "node-2 ok ok ok ok ok ok | 100 75 skip 100 0 | 475" {
 		t.Errorf("node-2's row: %q", got)
 	}
 	if !strings.Contains(out, "node-4: its Ready condition is False, so it counts as tainted node.kubernetes.io/not-ready:NoSchedule") {
