@@ -27,13 +27,19 @@ depend on each other:
                  top-level runc root (podlab runc create) and every node's
                  (the kubelets'): runc delete --force kills it and removes
                  its state and cgroup; the shim leaves with it
-  2. mounts      the pods' namespace files, nodes/*/{netns,ipcns,utsns}/<uid>,
+  2. network     every pod each node's runtime attached to its pod network:
+                 CNI DEL from libcni's cache (nodes/*/cni/cache), which
+                 removes its veth and port mappings and releases its IP;
+                 then the node's bridge (plb<hash>, named after the state
+                 directory and the node). The shared iptables chains of the
+                 portmap and firewall plugins in the host's namespace stay
+  3. mounts      the pods' namespace files, nodes/*/{netns,ipcns,utsns}/<uid>,
                  are bind mounts: unmounted first (a namespace lives as long
                  as a process or a mount holds it)
-  3. cgroups     the empty cgroups under /podlab, in every hierarchy (cgroup
+  4. cgroups     the empty cgroups under /podlab, in every hierarchy (cgroup
                  v1 controllers and v2/unified): rmdir is the only way to
                  remove a cgroup, and one with processes in it stays
-  4. files       the store (etcd/), the tokens (auth/), the content stores
+  5. files       the store (etcd/), the tokens (auth/), the content stores
                  (content/, nodes/*/content), bundles, runc roots, the
                  registry's blobs, the node directories
 
@@ -112,6 +118,7 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 		}
 	}
 	section("Deleted containers (runc delete --force: killed, state and cgroup removed)", res.Containers)
+	section("Pod network", res.Network)
 	section("Unmounted", res.Unmounted)
 	if len(res.Cgroups) > 0 {
 		fmt.Fprintf(w, "Removed cgroups: %s\n", cgroupSummary(res.Cgroups))
@@ -119,7 +126,7 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 	section("Cgroups left under "+statedir.Layout{Dir: dir}.CgroupRoot()+" (processes still in them: started outside podlab's runc roots?)", res.BusyCgroups)
 	section("Removed", res.Removed)
 	section("Kept", res.Kept)
-	if len(res.Containers)+len(res.Unmounted)+len(res.Cgroups)+len(res.Removed) == 0 {
+	if len(res.Containers)+len(res.Network)+len(res.Unmounted)+len(res.Cgroups)+len(res.Removed) == 0 {
 		fmt.Fprintf(w, "Nothing of podlab's was left under %s.\n", dir)
 		return
 	}

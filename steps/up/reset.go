@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
@@ -45,6 +47,9 @@ type ResetResult struct {
 	// Containers are the runtime containers killed and deleted, as
 	// "<runc root> <id>".
 	Containers []string
+	// Network are what was undone of the nodes' pod networks: "CNI DEL"
+	// of each attached sandbox (its IPs released), each bridge deleted.
+	Network []string
 	// Unmounted are the mounts under the state directory (the pods'
 	// namespace files) that were unmounted.
 	Unmounted []string
@@ -133,7 +138,32 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		}
 	}
 
-	// 2. The mounts under the state directory, deepest first: the pods'
+	// 2. The nodes' pod networks, while the pods' network namespaces are
+	// still mounted: CNI DEL of every sandbox each node's runtime
+	// attached (veths, port mappings, addresses), then its bridge, in the
+	// network namespace the node's runtime ran in (its machine, if it
+	// joined, else this one).
+	nodes, _ := layout.Nodes()
+	for _, n := range nodes {
+		where := n.MachineNetns()
+		if !isNetnsFile(where) {
+			where = ""
+		}
+		rel, err := cni.ReleaseAll(ctx, cni.Config{ConfDir: n.CNIConfDir(), CacheDir: n.CNICacheDir()}, n.BridgeName(), where)
+		if rel != nil {
+			for _, r := range rel.Sandboxes {
+				res.Network = append(res.Network, fmt.Sprintf("node %s: CNI DEL %s (released %s)", n.Name, r.ResultPath, ipsText(r.IPs)))
+			}
+			if rel.Bridge != "" {
+				res.Network = append(res.Network, fmt.Sprintf("node %s: deleted bridge %s", n.Name, rel.Bridge))
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("releasing the pod network of node %s: %w", n.Name, err))
+		}
+	}
+
+	// 3. The mounts under the state directory, deepest first: the pods'
 	// namespace files under nodes/*/{netns,ipcns,utsns} and the subPath bind
 	// mounts under nodes/*/pods/*/volume-subpaths. Mounts can be stacked on
 	// one path: unmount until none is left.
@@ -157,7 +187,7 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		}
 	}
 
-	// 3. The state directory's cgroup root, in every hierarchy: empty
+	// 4. The state directory's cgroup root, in every hierarchy: empty
 	// cgroups go (rmdir is the only way to remove a cgroup; one with
 	// processes stays). Nothing outside the root is touched.
 	cgroupRoot := layout.CgroupRoot()
@@ -173,7 +203,7 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		res.BusyCgroups = leaves(busy)
 	}
 
-	// 4. The files.
+	// 5. The files.
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return res, errors.Join(append(errs, err)...)
@@ -201,7 +231,7 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		}
 	}
 
-	// 5. The machine-wide claims on the user namespace ranges of this state
+	// 6. The machine-wide claims on the user namespace ranges of this state
 	// directory's pods, now that their records are gone (a claim whose
 	// record is left, under a mount, stays).
 	claims := opts.UsernsClaims
@@ -214,6 +244,24 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		errs = append(errs, err)
 	}
 	return res, errors.Join(errs...)
+}
+
+// isNetnsFile reports whether path is a pinned namespace (nsfs).
+func isNetnsFile(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.NSFS_MAGIC
+}
+
+// ipsText lists IPs for a line: "10.244.0.2, 10.244.0.3", or "no address".
+func ipsText(ips []net.IP) string {
+	if len(ips) == 0 {
+		return "no address"
+	}
+	var s []string
+	for _, ip := range ips {
+		s = append(s, ip.String())
+	}
+	return strings.Join(s, ", ")
 }
 
 // runtimes are the runc roots of the state directory: the top-level one
