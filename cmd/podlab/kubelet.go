@@ -574,6 +574,9 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 			}
 		}
 		printPodCgroup(w, res.PodCgroup)
+		if res.RuntimeConfig != nil {
+			printRuntimeConfig(w, r.Pod.Spec.NodeName, res.RuntimeConfig, nil)
+		}
 		if n := res.Network; n != nil {
 			fmt.Fprintf(w, "    network: CNI ADD (%s): %s %s in %s\n", n.ConfList, n.Interface, ipList(n.IPs), n.Took.Round(time.Millisecond))
 			fmt.Fprintf(w, "    the CNI result: cat %s\n", n.ResultPath)

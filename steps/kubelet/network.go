@@ -94,13 +94,18 @@ func (k *Kubelet) observeNetwork(pod *corev1.Pod, sb *Sandbox) {
 }
 
 // attachNetwork attaches the pod's pinned network namespace to the pod
-// network (the runtime's ADD). With no network configuration, even after
-// asking the Node for its pod CIDR, the pod keeps lo alone, and note says
-// so, the first time only.
-func (k *Kubelet) attachNetwork(ctx context.Context, pod *corev1.Pod) (res *cni.Result, note string, err error) {
+// network (the runtime's ADD). With no network configuration yet, the
+// kubelet first asks its Node for the pod CIDR and hands it to the runtime
+// (noted in sr); with none even then, the pod keeps lo alone, and note
+// says so, the first time only.
+func (k *Kubelet) attachNetwork(ctx context.Context, pod *corev1.Pod, sr *SandboxResult) (res *cni.Result, note string, err error) {
 	if !k.network.Configured() {
-		if _, err := k.syncPodCIDR(ctx); err != nil {
+		rc, err := k.syncPodCIDR(ctx)
+		if err != nil {
 			return nil, "", err
+		}
+		if rc.Changed {
+			sr.RuntimeConfig = rc
 		}
 	}
 	if !k.network.Configured() {

@@ -43,8 +43,11 @@ type SandboxResult struct {
 	PodCgroup *PodCgroup
 	// Network is the attachment this call made (CNI ADD); NetworkNote says
 	// why a pod got none (the node has no pod CIDR), the first time.
-	Network     *cni.Result
-	NetworkNote string
+	// RuntimeConfig is set when the kubelet handed the runtime its Node's
+	// pod CIDR first, and the runtime wrote its network configuration.
+	Network       *cni.Result
+	NetworkNote   string
+	RuntimeConfig *RuntimeConfig
 	Took        time.Duration
 	Recording
 }
@@ -298,7 +301,7 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 	// The runtime attaches the pinned network namespace to the pod
 	// network (CNI ADD); a failure undoes the sandbox it just made.
 	if needsNetwork(pod) && res.Sandbox.Network == nil {
-		nr, note, err := k.attachNetwork(ctx, pod)
+		nr, note, err := k.attachNetwork(ctx, pod, res)
 		if err != nil {
 			if res.Created {
 				_ = k.layout.removeSandbox(pod.UID)
