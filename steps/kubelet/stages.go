@@ -48,7 +48,7 @@ type SandboxResult struct {
 	Network       *cni.Result
 	NetworkNote   string
 	RuntimeConfig *RuntimeConfig
-	Took        time.Duration
+	Took          time.Duration
 	Recording
 }
 
