@@ -49,6 +49,9 @@
 //	nodes/<node>/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/<name>   emptyDir volumes
 //	nodes/<node>/seccomp/                 Localhost seccomp profiles (the kubelet's --seccomp-profile-root)
 //	nodes/<node>/pods/<pod-uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts
+//	nodes/<node>/cni/net.d/10-podlab.conflist   the runtime's CNI network, rendered from the node's podCIDR
+//	nodes/<node>/cni/cache/results/podlab-<pod-uid>-eth0   libcni's cache: each pod's CNI result JSON
+//	nodes/<node>/cni/networks/podlab/<ip>   host-local's leases: the pod (sandbox id) holding each IP
 //
 // A volumeMount with a subPath is never given to the runtime as
 // <volume>/<subPath>: a container sharing the volume could have made that a
@@ -62,6 +65,23 @@
 // A container's ID names what it runs, as the kubelet's Docker names did:
 // k8s_<container>_<pod>_<namespace>_<pod-uid>_<restartCount>. Its cgroup is
 // <state cgroup root>/nodes/<node>/kubepods/[burstable/|besteffort/]pod<pod-uid>/<container-id>.
+//
+// # Pod network
+//
+// The kubelet learns its Node's spec.podCIDR (the controller-manager's node
+// IPAM sets it) when it registers, on every heartbeat, and before a sandbox
+// when the runtime has no network yet, and hands it to the runtime (CRI
+// UpdateRuntimeConfig); the runtime renders its CNI conflist from it
+// (package steps/cni: bridge plb<hash> with host-local IPAM, portmap,
+// firewall). The runtime attaches each sandbox it makes (CNI ADD into the
+// pinned network namespace, eth0, with containerd's K8S_POD_* args and the
+// pod's hostPorts as portmap's portMappings) and detaches it when the pod
+// is removed (CNI DEL); a sandbox's id is its pod's uid. A failed ADD is
+// undone (DEL, then the namespaces) and recorded as the Warning
+// FailedCreatePodSandBox; the kubelet tries again on the next sync. The
+// pod's IPs, read from libcni's cache as containerd's PodSandboxStatus
+// reads them, are status.podIP and podIPs. A node with no pod CIDR keeps
+// loopback-only pods, and the sandbox stage says why, once.
 //
 // # QoS
 //
