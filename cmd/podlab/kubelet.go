@@ -86,6 +86,15 @@ runtime (podlab calls its runtime packages in-process):
             hostUsers: false adds a user namespace that owns the others, with
             a range of 65,536 host ids of the pod's own (<node>/userns, the
             range in <node>/pods/<uid>/userns): its root is root only inside.
+            The runtime then attaches the network namespace to the pod
+            network through CNI (ADD: a veth eth0 on the node's bridge, an IP
+            from the node's spec.podCIDR by host-local, hostPorts by portmap),
+            once the node has a pod CIDR (podlab controller-manager
+            --allocate-node-cidrs): the kubelet hands it to the runtime, which
+            writes <node>/cni/net.d/10-podlab.conflist. The IP becomes
+            status.podIP (kubectl get pods -o wide); the CNI result JSON is
+            <node>/cni/cache/results/podlab-<pod-uid>-eth0. A failed ADD is
+            undone and recorded as the event FailedCreatePodSandBox.
   pull      PullImage, as imagePullPolicy says (Always, IfNotPresent, Never),
             into the node's own content store. Events Pulling, Pulled.
   unpack    the image's layers into <node>/bundles/<pod-uid>/<container>/rootfs
