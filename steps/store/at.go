@@ -31,6 +31,21 @@ func (tx *Tx) ForEachAt(prefix, from string, rev int64, fn func(KV) error) error
 	case rev != 0 && rev < tx.compacted:
 		return fmt.Errorf("listing %s at revision %d: compacted up to %d: %w", prefix, rev, tx.compacted, ErrCompacted)
 	}
+	if tx.e != nil {
+		if rev == 0 {
+			rev = tx.rev
+		}
+		kvs, err := tx.e.rangeAt(prefix, from, rev, false)
+		if err != nil {
+			return fmt.Errorf("listing %s at revision %d: %w", prefix, rev, err)
+		}
+		for _, kv := range kvs {
+			if err := fn(kv); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if from < prefix {
 		from = prefix
 	}

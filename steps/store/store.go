@@ -119,6 +119,8 @@ type Store struct {
 	batch *batch // this burst's writes, not yet committed to the file (see wal.go); nil when none
 
 	gc groupCommit // which revisions are durable; the fsync writers share (see group.go)
+
+	etcd *etcdBackend // the store is kept in etcd (OpenEtcd), not in the file; nil for bbolt
 }
 
 // batch is the open read-write transaction that holds the writes of a
@@ -244,6 +246,9 @@ func (s *Store) Path() string { return s.path }
 // Close releases the file. Operations and watchers fail with ErrClosed
 // afterwards.
 func (s *Store) Close() error {
+	if s.etcd != nil {
+		return s.etcd.cli.Close()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -267,6 +272,9 @@ func (s *Store) Close() error {
 // Functions the transaction registered with Tx.OnDurable run after that,
 // just before Update returns.
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error) {
+	if s.etcd != nil {
+		return s.etcd.update(ctx, fn)
+	}
 	var rev, logged int64 // logged: the revision written to the WAL, to wait for
 	var wrote bool
 	var durable []func()
@@ -431,6 +439,9 @@ func (s *Store) keepInWAL(b *batch, cause error) {
 // View runs fn in one read-only transaction: a consistent snapshot. Writes
 // inside it fail with ErrReadOnly. It sees this process's batch.
 func (s *Store) View(ctx context.Context, fn func(tx *Tx) error) error {
+	if s.etcd != nil {
+		return s.etcd.view(ctx, fn)
+	}
 	var durable []func()
 	var seen int64
 	err := s.do(ctx, false, true, func(db *bolt.DB) error {
@@ -488,6 +499,9 @@ func (s *Store) read(db *bolt.DB, fn func(tx *Tx) error) error {
 
 // Revision is the store's current revision (0 for an empty store).
 func (s *Store) Revision(ctx context.Context) (int64, error) {
+	if s.etcd != nil {
+		return s.etcd.revision(ctx)
+	}
 	var rev int64
 	err := s.View(ctx, func(tx *Tx) error {
 		rev = tx.Revision()
@@ -499,6 +513,9 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 // Compact removes the history up to and including revision rev (see
 // Tx.Compact).
 func (s *Store) Compact(ctx context.Context, rev int64) error {
+	if s.etcd != nil {
+		return s.etcd.compact(ctx, rev)
+	}
 	_, err := s.Update(ctx, func(tx *Tx) error {
 		_, err := tx.Compact(rev)
 		return err

@@ -194,6 +194,7 @@ type Tx struct {
 	readOnly       bool     // a View: writes fail with ErrReadOnly
 	ops            []walOp  // the bbolt writes made, for the WAL
 	durable        []func() // run by Update once the writes are durable
+	e              *etcdTx  // the transaction's state over etcd; nil for bbolt (see etcd.go)
 }
 
 func newTx(btx *bolt.Tx, history int) (*Tx, error) {
@@ -251,6 +252,22 @@ func (tx *Tx) Revision() int64 { return tx.rev }
 // A read-only transaction (View) runs them when View returns.
 func (tx *Tx) OnDurable(fn func()) { tx.durable = append(tx.durable, fn) }
 
+// OnCommit registers fn to run with the revision this transaction's writes
+// got, once they are committed (before the OnDurable functions registered
+// after it). With bbolt it is Revision; with etcd, etcd gives it only at
+// the commit, and it may be later than the one Create, Put and Delete
+// returned inside the transaction (another client wrote meanwhile). Set a
+// resourceVersion here. A transaction that wrote nothing gets its snapshot's
+// revision.
+func (tx *Tx) OnCommit(fn func(rev int64)) {
+	if tx.e != nil {
+		tx.e.commit = append(tx.e.commit, fn)
+		return
+	}
+	rev := tx.rev
+	tx.durable = append(tx.durable, func() { fn(rev) })
+}
+
 // Written is the keys this transaction has written so far (created, put or
 // deleted), in the order it wrote them.
 func (tx *Tx) Written() []string { return tx.written }
@@ -267,6 +284,13 @@ func (tx *Tx) Events() int64 { return tx.events }
 func (tx *Tx) Get(key string) (KV, bool, error) {
 	if err := checkKey(key); err != nil {
 		return KV{}, false, fmt.Errorf("getting %q: %w", key, err)
+	}
+	if tx.e != nil {
+		kv, ok, err := tx.e.get(key)
+		if err != nil {
+			return KV{}, false, fmt.Errorf("getting %s: %w", key, err)
+		}
+		return kv, ok, nil
 	}
 	return tx.get(key)
 }
@@ -330,6 +354,9 @@ func (tx *Tx) ForEach(prefix string, fn func(KV) error) error {
 	if err := checkKey(prefix); err != nil {
 		return fmt.Errorf("listing %q: %w", prefix, err)
 	}
+	if tx.e != nil {
+		return tx.e.forEach(prefix, fn)
+	}
 	p := []byte(prefix)
 	c := tx.keys.Cursor()
 	values := tx.revs.Cursor() // one cursor for every lookup: a B-tree descent each, no allocation
@@ -358,6 +385,9 @@ func (tx *Tx) Stat(prefix string) (count int, maxModRevision int64, err error) {
 	if err := checkKey(prefix); err != nil {
 		return 0, 0, fmt.Errorf("counting %q: %w", prefix, err)
 	}
+	if tx.e != nil {
+		return tx.e.stat(prefix)
+	}
 	p := []byte(prefix)
 	c := tx.keys.Cursor()
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
@@ -372,6 +402,9 @@ func (tx *Tx) Stat(prefix string) (count int, maxModRevision int64, err error) {
 
 // Create writes a new key. It fails with ErrExists if the key exists.
 func (tx *Tx) Create(key string, value []byte) (KV, error) {
+	if tx.e != nil {
+		return tx.e.write(tx, "creating", key, value, 0, true)
+	}
 	if err := tx.checkWrite(key, value); err != nil {
 		return KV{}, fmt.Errorf("creating %q: %w", key, err)
 	}
@@ -390,6 +423,9 @@ func (tx *Tx) Create(key string, value []byte) (KV, error) {
 // unconditionally; otherwise the key's ModRevision must equal it, or Put
 // fails with ErrConflict. A missing key fails with ErrNotFound.
 func (tx *Tx) Put(key string, value []byte, expectModRev int64) (KV, error) {
+	if tx.e != nil {
+		return tx.e.write(tx, "putting", key, value, expectModRev, false)
+	}
 	if err := tx.checkWrite(key, value); err != nil {
 		return KV{}, fmt.Errorf("putting %q: %w", key, err)
 	}
@@ -414,6 +450,9 @@ func (tx *Tx) Put(key string, value []byte, expectModRev int64) (KV, error) {
 // The DELETED event keeps a copy of that value: watchers need the deleted
 // object, and its record may be compacted away before they read.
 func (tx *Tx) Delete(key string, expectModRev int64) (KV, error) {
+	if tx.e != nil {
+		return tx.e.write(tx, "deleting", key, []byte{}, expectModRev, false)
+	}
 	if err := tx.checkWrite(key, []byte{}); err != nil {
 		return KV{}, fmt.Errorf("deleting %q: %w", key, err)
 	}
@@ -486,6 +525,9 @@ func (tx *Tx) dropReplaced(prev keyRecord) error {
 // compacted removes nothing (etcd answers ErrCompacted there). Compaction
 // is not a write: it does not advance the revision.
 func (tx *Tx) Compact(rev int64) (removed int, err error) {
+	if tx.e != nil {
+		return 0, fmt.Errorf("compacting to revision %d: etcd compacts outside transactions (Store.Compact)", rev)
+	}
 	if tx.readOnly || !tx.btx.Writable() {
 		return 0, fmt.Errorf("compacting to revision %d: %w", rev, ErrReadOnly)
 	}

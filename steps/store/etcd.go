@@ -1,0 +1,481 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// The etcd backend: the same Store and Tx, over a real etcd.
+//
+// Real clusters keep their state in etcd, and podlab's API server can too
+// (podlab apiserver --etcd-servers). The keys and values are the ones the
+// bbolt backend holds (the API server lays them out as kube-apiserver does:
+// /registry/pods/default/web, the Kubernetes protobuf envelope), and the
+// counters are etcd's own: an object's resourceVersion is its key's
+// mod_revision in etcd, a list's is etcd's revision when it was read.
+//
+// A transaction (Update) is what etcd's concurrency.STM does: fn runs
+// against a snapshot (every read is a range read at the revision the
+// transaction started at), its writes are buffered (reads see them), and
+// the commit is one etcd Txn that writes them all, at one new revision, if
+// nothing fn read changed since: each key read must still have the
+// mod_revision fn saw (0: still absent), and each prefix read must hold no
+// key written after the snapshot. If a compare fails, fn runs again on a
+// new snapshot, where its own checks (ErrExists, ErrConflict) see what the
+// other writer did. (A key deleted under a prefix fn read is not seen by
+// the compare: etcd compares the keys a range holds, not those it lost.)
+//
+// The revision of a transaction's writes is known only once etcd has
+// committed them: inside fn, Create, Put and Delete return the next
+// revision as the snapshot predicts it, and Tx.OnCommit's functions get
+// the real one.
+
+// DefaultEtcdPrefix is where kube-apiserver keeps its keys in etcd
+// (--etcd-prefix): the store's keys start with it.
+const DefaultEtcdPrefix = "/registry"
+
+// EtcdConfig says how to reach etcd.
+type EtcdConfig struct {
+	// Endpoints are etcd's client URLs (kube-apiserver's --etcd-servers).
+	Endpoints []string
+	// Prefix replaces the leading /registry of every key in etcd
+	// (kube-apiserver's --etcd-prefix; DefaultEtcdPrefix if empty). Only
+	// keys under /registry can be stored.
+	Prefix string
+	// DialTimeout bounds how long Open waits for etcd to answer (5s if 0).
+	DialTimeout time.Duration
+}
+
+// ErrUnavailable is returned by OpenEtcd when etcd does not answer: it is
+// not running, or not at that address. Start it (podlab etcd), or retry.
+var ErrUnavailable = errors.New("etcd is not answering")
+
+type etcdBackend struct {
+	cli       *clientv3.Client
+	prefix    string
+	endpoints []string
+}
+
+// OpenEtcd opens a store kept in etcd. It fails with ErrUnavailable if etcd
+// does not answer within the dial timeout.
+func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Store, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("opening the store in etcd: no endpoints (--etcd-servers http://127.0.0.1:2379)")
+	}
+	for _, e := range cfg.Endpoints {
+		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+			return nil, fmt.Errorf("opening the store in etcd: endpoint %q is not a URL: write it as http://HOST:PORT", e)
+		}
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultEtcdPrefix
+	}
+	if !strings.HasPrefix(cfg.Prefix, "/") || strings.HasSuffix(cfg.Prefix, "/") {
+		return nil, fmt.Errorf("opening the store in etcd: prefix %q must start with / and not end with one (as /registry)", cfg.Prefix)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		Logger:      zap.NewNop(),
+		// A client that notices a dead connection quickly, as
+		// kube-apiserver's does (keepalive 30s, timeout 10s) but shorter.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening the store in etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	b := &etcdBackend{cli: cli, prefix: cfg.Prefix, endpoints: cfg.Endpoints}
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if _, err := b.revision(pctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("opening the store in etcd at %s: %w: %v (start one with `podlab etcd`)",
+			strings.Join(cfg.Endpoints, ","), ErrUnavailable, err)
+	}
+	return &Store{path: "etcd " + strings.Join(cfg.Endpoints, ","), etcd: b, changed: make(chan struct{})}, nil
+}
+
+// key is key's name in etcd: the prefix in place of /registry.
+func (b *etcdBackend) key(key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	rest, ok := strings.CutPrefix(key, DefaultEtcdPrefix)
+	if !ok || (rest != "" && rest[0] != '/') {
+		return "", fmt.Errorf("key %q is not under %s, the only keys kept in etcd: %w", key, DefaultEtcdPrefix, ErrBadKey)
+	}
+	return b.prefix + rest, nil
+}
+
+// unkey is key's inverse.
+func (b *etcdBackend) unkey(k []byte) string {
+	return DefaultEtcdPrefix + strings.TrimPrefix(string(k), b.prefix)
+}
+
+func (b *etcdBackend) kv(k *mvccpb.KeyValue) KV {
+	return KV{Key: b.unkey(k.Key), Value: k.Value, CreateRevision: k.CreateRevision, ModRevision: k.ModRevision, Version: k.Version}
+}
+
+// revision is etcd's current revision: the header of a read of one key.
+func (b *etcdBackend) revision(ctx context.Context) (int64, error) {
+	resp, err := b.cli.Get(ctx, b.prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, etcdError(err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// etcdError maps etcd's errors to the store's.
+func etcdError(err error) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return fmt.Errorf("%v: %w", err, ErrCompacted)
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return fmt.Errorf("%v: %w", err, ErrBadRevision)
+	}
+	return err
+}
+
+// etcdTx is a transaction's state over etcd.
+type etcdTx struct {
+	b        *etcdBackend
+	ctx      context.Context
+	rev      int64            // the snapshot every read is at
+	reads    map[string]int64 // each key read (store name): its mod_revision then, 0 if absent
+	prefixes []string         // each prefix ranged over
+	writes   map[string]*KV   // each key written: its new value, nil when deleted
+	commit   []func(rev int64)
+}
+
+func (b *etcdBackend) begin(ctx context.Context, readOnly bool) (*Tx, error) {
+	rev, err := b.revision(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading etcd's revision: %w", err)
+	}
+	e := &etcdTx{b: b, ctx: ctx, rev: rev, reads: map[string]int64{}, writes: map[string]*KV{}}
+	return &Tx{e: e, rev: rev, readOnly: readOnly}, nil
+}
+
+func (b *etcdBackend) update(ctx context.Context, fn func(tx *Tx) error) (int64, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		tx, err := b.begin(ctx, false)
+		if err != nil {
+			return 0, err
+		}
+		if err := fn(tx); err != nil {
+			return 0, err
+		}
+		e := tx.e
+		if len(e.writes) == 0 {
+			for _, f := range tx.durable {
+				f()
+			}
+			return e.rev, nil
+		}
+		var cmps []clientv3.Cmp
+		for k, mod := range e.reads {
+			ek, _ := b.key(k)
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(ek), "=", mod))
+		}
+		for _, p := range e.prefixes {
+			ep, _ := b.key(p)
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(ep), "<", e.rev+1).WithPrefix())
+		}
+		var ops []clientv3.Op
+		for _, k := range tx.written {
+			w, ok := e.writes[k]
+			if !ok {
+				continue
+			}
+			delete(e.writes, k) // a key written twice: its last write, once
+			ek, _ := b.key(k)
+			if w == nil {
+				ops = append(ops, clientv3.OpDelete(ek))
+			} else {
+				ops = append(ops, clientv3.OpPut(ek, string(w.Value)))
+			}
+		}
+		resp, err := b.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			return 0, fmt.Errorf("committing to etcd (the write may or may not have been made): %w", etcdError(err))
+		}
+		if !resp.Succeeded {
+			continue // someone wrote what fn read: run it again on what they wrote
+		}
+		rev := resp.Header.Revision
+		for _, f := range e.commit {
+			f(rev)
+		}
+		for _, f := range tx.durable {
+			f()
+		}
+		return rev, nil
+	}
+}
+
+func (b *etcdBackend) view(ctx context.Context, fn func(tx *Tx) error) error {
+	tx, err := b.begin(ctx, true)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	for _, f := range tx.durable {
+		f()
+	}
+	return nil
+}
+
+// get reads key at the snapshot, or this transaction's write of it.
+func (e *etcdTx) get(key string) (KV, bool, error) {
+	if w, ok := e.writes[key]; ok {
+		if w == nil {
+			return KV{}, false, nil
+		}
+		return *w, true, nil
+	}
+	ek, err := e.b.key(key)
+	if err != nil {
+		return KV{}, false, err
+	}
+	resp, err := e.b.cli.Get(e.ctx, ek, clientv3.WithRev(e.rev))
+	if err != nil {
+		return KV{}, false, etcdError(err)
+	}
+	if len(resp.Kvs) == 0 {
+		e.reads[key] = 0
+		return KV{}, false, nil
+	}
+	kv := e.b.kv(resp.Kvs[0])
+	e.reads[key] = kv.ModRevision
+	return kv, true, nil
+}
+
+// rangeAt reads the keys under prefix from from on, at rev, with this
+// transaction's writes over them when overlay is set.
+func (e *etcdTx) rangeAt(prefix, from string, rev int64, overlay bool) ([]KV, error) {
+	ep, err := e.b.key(prefix)
+	if err != nil {
+		return nil, err
+	}
+	start := ep
+	if from > prefix {
+		if start, err = e.b.key(from); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := e.b.cli.Get(e.ctx, start, clientv3.WithRange(clientv3.GetPrefixRangeEnd(ep)), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, etcdError(err)
+	}
+	out := make([]KV, 0, len(resp.Kvs))
+	for _, k := range resp.Kvs {
+		out = append(out, e.b.kv(k))
+	}
+	if !overlay || len(e.writes) == 0 {
+		return out, nil
+	}
+	byKey := map[string]KV{}
+	for _, kv := range out {
+		byKey[kv.Key] = kv
+	}
+	for k, w := range e.writes {
+		if !strings.HasPrefix(k, prefix) || k < from {
+			continue
+		}
+		if w == nil {
+			delete(byKey, k)
+		} else {
+			byKey[k] = *w
+		}
+	}
+	out = out[:0]
+	for _, kv := range byKey {
+		out = append(out, kv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// forEach ranges over prefix at the snapshot; the commit checks that no key
+// under it changed meanwhile.
+func (e *etcdTx) forEach(prefix string, fn func(KV) error) error {
+	kvs, err := e.rangeAt(prefix, "", e.rev, true)
+	if err != nil {
+		return err
+	}
+	e.prefixes = append(e.prefixes, prefix)
+	for _, kv := range kvs {
+		if err := fn(kv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write buffers one write of key, after the checks the bbolt backend makes.
+func (e *etcdTx) write(tx *Tx, doing, key string, value []byte, expectModRev int64, create bool) (KV, error) {
+	if tx.readOnly {
+		return KV{}, fmt.Errorf("%s %q: %w", doing, key, ErrReadOnly)
+	}
+	if _, err := e.b.key(key); err != nil {
+		return KV{}, fmt.Errorf("%s %q: %w", doing, key, err)
+	}
+	if value == nil {
+		return KV{}, fmt.Errorf("%s %q: value is nil: %w", doing, key, ErrBadKey)
+	}
+	if expectModRev < 0 {
+		return KV{}, fmt.Errorf("%s %s: expected mod_revision %d: %w", doing, key, expectModRev, ErrBadRevision)
+	}
+	prev, ok, err := e.get(key)
+	if err != nil {
+		return KV{}, fmt.Errorf("%s %s: %w", doing, key, err)
+	}
+	next := e.rev + 1 // as the snapshot predicts it; OnCommit gets the real one
+	switch {
+	case create && ok:
+		return KV{}, fmt.Errorf("%s %s: %w", doing, key, ErrExists)
+	case create:
+		kv := KV{Key: key, Value: append([]byte(nil), value...), CreateRevision: next, ModRevision: next, Version: 1}
+		e.writes[key] = &kv
+		tx.written = append(tx.written, key)
+		return kv, nil
+	case !ok:
+		return KV{}, fmt.Errorf("%s %s: %w", doing, key, ErrNotFound)
+	case expectModRev != 0 && prev.ModRevision != expectModRev:
+		return KV{}, fmt.Errorf("%s %s: expected mod_revision %d, etcd has %d: %w", doing, key, expectModRev, prev.ModRevision, ErrConflict)
+	}
+	tx.written = append(tx.written, key)
+	if doing == "deleting" {
+		e.writes[key] = nil
+		prev.ModRevision = next
+		return prev, nil
+	}
+	kv := KV{Key: key, Value: append([]byte(nil), value...), CreateRevision: prev.CreateRevision, ModRevision: next, Version: prev.Version + 1}
+	if prev.ModRevision > e.rev { // written earlier in this transaction
+		kv.Version = prev.Version
+	}
+	e.writes[key] = &kv
+	return kv, nil
+}
+
+// stat counts the keys under prefix and their newest mod_revision.
+func (e *etcdTx) stat(prefix string) (int, int64, error) {
+	var n int
+	var max int64
+	err := e.forEach(prefix, func(kv KV) error {
+		n++
+		if kv.ModRevision > max {
+			max = kv.ModRevision
+		}
+		return nil
+	})
+	return n, max, err
+}
+
+// watch turns an etcd watch into a Watcher: a PUT of a new key is ADDED
+// (create_revision = mod_revision), another PUT MODIFIED, a DELETE DELETED
+// with the last value (etcd's prev_kv). If etcd goes away the client
+// reconnects and resumes from the last revision delivered; a revision
+// compacted meanwhile ends the watch with ErrCompacted.
+func (b *etcdBackend) watch(ctx context.Context, prefix string, afterRev int64) (*Watcher, error) {
+	ep, err := b.key(prefix)
+	if err != nil {
+		return nil, fmt.Errorf("watching %q: %w", prefix, err)
+	}
+	if afterRev < 0 {
+		return nil, fmt.Errorf("watching %s from revision %d: %w", prefix, afterRev, ErrBadRevision)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	ch := b.cli.Watch(wctx, ep, clientv3.WithPrefix(), clientv3.WithRev(afterRev+1), clientv3.WithPrevKV())
+	w := &Watcher{events: make(chan Event, 128)}
+	go func() {
+		defer cancel()
+		defer close(w.events)
+		fail := func(err error) {
+			w.mu.Lock()
+			w.err = err
+			w.mu.Unlock()
+		}
+		for resp := range ch {
+			if resp.CompactRevision != 0 {
+				fail(fmt.Errorf("watching %s from revision %d: etcd compacted its history up to revision %d: %w",
+					prefix, afterRev, resp.CompactRevision, ErrCompacted))
+				return
+			}
+			if err := resp.Err(); err != nil {
+				fail(fmt.Errorf("watching %s in etcd: %w", prefix, etcdError(err)))
+				return
+			}
+			for _, ev := range resp.Events {
+				select {
+				case w.events <- b.event(ev):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		if ctx.Err() == nil {
+			fail(fmt.Errorf("watching %s: etcd closed the watch", prefix))
+		}
+	}()
+	return w, nil
+}
+
+func (b *etcdBackend) event(ev *clientv3.Event) Event {
+	kv := b.kv(ev.Kv)
+	out := Event{Revision: ev.Kv.ModRevision, KV: kv}
+	if ev.PrevKv != nil {
+		p := b.kv(ev.PrevKv)
+		out.PrevKV = &p
+	}
+	switch {
+	case ev.Type == clientv3.EventTypeDelete:
+		out.Type = Deleted
+		if out.PrevKV != nil {
+			out.KV = *out.PrevKV
+			out.KV.ModRevision = ev.Kv.ModRevision
+		}
+	case ev.IsCreate():
+		out.Type = Added
+	default:
+		out.Type = Modified
+	}
+	return out
+}
+
+// compact compacts etcd's history up to rev. A revision already compacted
+// is not an error, as in the bbolt backend.
+func (b *etcdBackend) compact(ctx context.Context, rev int64) error {
+	if rev < 0 {
+		return fmt.Errorf("compacting to revision %d: %w", rev, ErrBadRevision)
+	}
+	if rev == 0 {
+		return nil
+	}
+	_, err := b.cli.Compact(ctx, rev)
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("compacting etcd to revision %d: %w", rev, etcdError(err))
+	}
+	return nil
+}
