@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"strconv"
 	"context"
 	"errors"
 	"fmt"
@@ -90,10 +91,24 @@ func (c *Client) report(p Phase) {
 // killed between the two must not have said "stored at revision N" of an
 // object the store does not have. Nothing is reported for a write that
 // fails.
-func (c *Client) reportStored(tx *store.Tx, p Phase) {
+//
+// phase gets the revision the write was committed at: known only at the
+// commit with etcd (see store.Tx.OnCommit).
+func (c *Client) reportStored(tx *store.Tx, phase func(rev int64) Phase) {
 	if c.phases != nil {
-		tx.OnDurable(func() { c.report(p) })
+		var rev int64
+		tx.OnCommit(func(r int64) { rev = r })
+		tx.OnDurable(func() { c.report(phase(rev)) })
 	}
+}
+
+// setRV sets obj's resourceVersion to the revision its write gets: the one
+// the transaction predicts now, and the one the store committed at once it
+// has (etcd may commit later than predicted, another client having written
+// meanwhile).
+func setRV(tx *store.Tx, obj Object, predicted int64) {
+	obj.SetResourceVersion(strconv.FormatInt(predicted, 10))
+	tx.OnCommit(func(rev int64) { obj.SetResourceVersion(strconv.FormatInt(rev, 10)) })
 }
 
 // authenticate is the first gate: who is this? An unknown token is 401

@@ -551,7 +551,7 @@ func itoa(n int64) string {
 // this one takes effect on the next request.
 func TestPolicyCacheSeesEveryRBACWrite(t *testing.T) {
 	s, dir := testServer(t)
-	other, err := Open(dir)
+	other, err := reopen(t, s, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,49 @@ func OpenWith(stateDir string, storeOpts []store.Option, opts ...Option) (*Serve
 	return s, nil
 }
 
+// storagePlugin names the store in the narration of the storage phase.
+func (s *Server) storagePlugin() string {
+	if s.store.Backend() == store.BackendEtcd {
+		return "etcd"
+	}
+	return "etcd (bbolt)"
+}
+
+// OpenEtcd opens the API server of a state directory with its store in
+// etcd (kube-apiserver's --etcd-servers): the users of the state
+// directory's token file (made by Init), and the objects in etcd, where it
+// writes the bootstrap objects that are missing (the namespaces, the RBAC
+// policy), as kube-apiserver does at every start. A store in etcd holds the
+// same keys and values as the bbolt file: a real kube-apiserver with the
+// same --etcd-prefix reads them. It fails with store.ErrUnavailable when
+// etcd does not answer.
+func OpenEtcd(ctx context.Context, stateDir string, cfg store.EtcdConfig, opts ...Option) (*Server, error) {
+	tokens, err := authn.Load(authn.Path(stateDir))
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.OpenEtcd(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(st, tokens, opts...)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if _, _, err := s.Bootstrap(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// RunCompactor compacts the store's history every interval when it is
+// kept in etcd, as kube-apiserver does (see store.Store.RunCompactor).
+func (s *Server) RunCompactor(ctx context.Context, interval time.Duration, report func(rev int64, err error)) {
+	s.store.RunCompactor(ctx, interval, report)
+}
+
 // Close closes the store.
 func (s *Server) Close() error { return s.store.Close() }
 

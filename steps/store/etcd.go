@@ -403,6 +403,14 @@ func (b *etcdBackend) watch(ctx context.Context, prefix string, afterRev int64) 
 	if afterRev < 0 {
 		return nil, fmt.Errorf("watching %s from revision %d: %w", prefix, afterRev, ErrBadRevision)
 	}
+	// etcd says a revision is compacted in the watch's first response;
+	// the bbolt backend says it at once, and so does this one: a read at
+	// afterRev fails the same way.
+	if afterRev > 0 {
+		if _, err := b.cli.Get(ctx, ep, clientv3.WithRev(afterRev), clientv3.WithCountOnly()); err != nil {
+			return nil, fmt.Errorf("watching %s from revision %d: %w", prefix, afterRev, etcdError(err))
+		}
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	ch := b.cli.Watch(wctx, ep, clientv3.WithPrefix(), clientv3.WithRev(afterRev+1), clientv3.WithPrevKV())
 	w := &Watcher{events: make(chan Event, 128)}
@@ -478,4 +486,60 @@ func (b *etcdBackend) compact(ctx context.Context, rev int64) error {
 		return fmt.Errorf("compacting etcd to revision %d: %w", rev, etcdError(err))
 	}
 	return nil
+}
+
+// The backends a Store can have (Store.Backend).
+const (
+	BackendBolt = "bbolt"
+	BackendEtcd = "etcd"
+)
+
+// EtcdEndpoints are the etcd client URLs of a store kept in etcd; nil for
+// bbolt.
+func (s *Store) EtcdEndpoints() []string {
+	if s.etcd == nil {
+		return nil
+	}
+	return append([]string(nil), s.etcd.endpoints...)
+}
+
+// Backend says where the store is kept: BackendBolt (a file, Open) or
+// BackendEtcd (OpenEtcd).
+func (s *Store) Backend() string {
+	if s.etcd != nil {
+		return BackendEtcd
+	}
+	return BackendBolt
+}
+
+// RunCompactor compacts etcd's history every interval, as kube-apiserver
+// does (--etcd-compaction-interval, 5 minutes): each time to the revision
+// it saw the time before, so that a watcher has at least one interval to
+// catch up before the events it needs are gone (then it gets 410 Gone and
+// lists again). report, if not nil, is told of each compaction. It returns
+// when ctx ends. The bbolt backend keeps its own bounded history
+// (WithHistory): there RunCompactor returns at once.
+func (s *Store) RunCompactor(ctx context.Context, interval time.Duration, report func(rev int64, err error)) {
+	if s.etcd == nil || interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if last > 0 {
+			err := s.etcd.compact(ctx, last)
+			if report != nil {
+				report(last, err)
+			}
+		}
+		if rev, err := s.etcd.revision(ctx); err == nil {
+			last = rev
+		}
+	}
 }

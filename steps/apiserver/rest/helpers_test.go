@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 
+	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
 	"github.com/podlab/podlab/steps/store"
@@ -89,7 +90,16 @@ func newLab(t testing.TB, storeOpts []store.Option, opts ...Option) *lab {
 	if _, err := apiserver.Init(context.Background(), dir); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	s, err := apiserver.OpenWith(dir, storeOpts)
+	var s *apiserver.Server
+	var err error
+	if testenv.WantEtcd() {
+		// etcd keeps its history until it is compacted: storeOpts
+		// (WithHistory) are the bbolt file's.
+		e := testenv.Etcd(t)
+		s, err = apiserver.OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: []string{e.Endpoint}})
+	} else {
+		s, err = apiserver.OpenWith(dir, storeOpts)
+	}
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
