@@ -1,10 +1,10 @@
 package apiserver
 
 import (
-	"strconv"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
