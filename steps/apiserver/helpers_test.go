@@ -35,14 +35,14 @@ func openTestServer(t testing.TB, dir string, opts ...Option) (*Server, error) {
 		return Open(dir, opts...)
 	}
 	e := testenv.Etcd(t)
-	return OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: []string{e.Endpoint}}, opts...)
+	return OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: []string{e.Endpoint}}, nil, opts...)
 }
 
 // reopen opens a second API server on s's store: the same file, or the
 // same etcd.
 func reopen(t testing.TB, s *Server, dir string) (*Server, error) {
 	if eps := s.store.EtcdEndpoints(); eps != nil {
-		return OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: eps})
+		return OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: eps}, nil)
 	}
 	return Open(dir)
 }

@@ -128,12 +128,12 @@ func (s *Server) storagePlugin() string {
 // same keys and values as the bbolt file: a real kube-apiserver with the
 // same --etcd-prefix reads them. It fails with store.ErrUnavailable when
 // etcd does not answer.
-func OpenEtcd(ctx context.Context, stateDir string, cfg store.EtcdConfig, opts ...Option) (*Server, error) {
+func OpenEtcd(ctx context.Context, stateDir string, cfg store.EtcdConfig, storeOpts []store.Option, opts ...Option) (*Server, error) {
 	tokens, err := authn.Load(authn.Path(stateDir))
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.OpenEtcd(ctx, cfg)
+	st, err := store.OpenEtcd(ctx, cfg, storeOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -63,11 +64,23 @@ type etcdBackend struct {
 	cli       *clientv3.Client
 	prefix    string
 	endpoints []string
+	history   int64 // WithHistory: compact to keep about this many revisions; 0: etcd's default, keep all
+
+	compactMu sync.Mutex
+	compacted int64 // the revision this process last compacted to (history)
 }
 
 // OpenEtcd opens a store kept in etcd. It fails with ErrUnavailable if etcd
-// does not answer within the dial timeout.
-func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Store, error) {
+// does not answer within the dial timeout. Of the options, only WithHistory
+// applies (the others are the bbolt file's).
+func OpenEtcd(ctx context.Context, cfg EtcdConfig, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.historySet && o.history < 1 {
+		return nil, fmt.Errorf("opening the store in etcd: history must keep at least 1 revision, not %d", o.history)
+	}
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("opening the store in etcd: no endpoints (--etcd-servers http://127.0.0.1:2379)")
 	}
@@ -98,6 +111,9 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Store, error) {
 		return nil, fmt.Errorf("opening the store in etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
 	b := &etcdBackend{cli: cli, prefix: cfg.Prefix, endpoints: cfg.Endpoints}
+	if o.historySet {
+		b.history = int64(o.history)
+	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	if _, err := b.revision(pctx); err != nil {
@@ -112,6 +128,9 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Store, error) {
 func (b *etcdBackend) key(key string) (string, error) {
 	if err := checkKey(key); err != nil {
 		return "", err
+	}
+	if key == "/" { // every key: all are under /registry
+		return b.prefix + "/", nil
 	}
 	rest, ok := strings.CutPrefix(key, DefaultEtcdPrefix)
 	if !ok || (rest != "" && rest[0] != '/') {
@@ -219,6 +238,7 @@ func (b *etcdBackend) update(ctx context.Context, fn func(tx *Tx) error) (int64,
 			continue // someone wrote what fn read: run it again on what they wrote
 		}
 		rev := resp.Header.Revision
+		b.trim(ctx, rev)
 		for _, f := range e.commit {
 			f(rev)
 		}
@@ -467,6 +487,22 @@ func (b *etcdBackend) event(ev *clientv3.Event) Event {
 		out.Type = Modified
 	}
 	return out
+}
+
+// trim compacts the history to keep about b.history revisions (WithHistory),
+// once it holds a tenth more than that; etcd's own default is to keep it all.
+func (b *etcdBackend) trim(ctx context.Context, rev int64) {
+	if b.history == 0 {
+		return
+	}
+	b.compactMu.Lock()
+	defer b.compactMu.Unlock()
+	if rev-b.compacted <= b.history+compactSlack(int(b.history)) {
+		return
+	}
+	if b.compact(ctx, rev-b.history) == nil {
+		b.compacted = rev - b.history
+	}
 }
 
 // compact compacts etcd's history up to rev. A revision already compacted

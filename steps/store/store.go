@@ -35,6 +35,7 @@ const (
 
 type options struct {
 	history     int
+	historySet  bool // WithHistory was given (the etcd backend keeps all history otherwise)
 	lockTimeout time.Duration
 	waitNotice  func(waited time.Duration)
 	lingerIdle  time.Duration
@@ -52,7 +53,11 @@ type Option func(*options)
 
 // WithHistory keeps at most n events in the history (default 10000).
 // Writes compact the oldest revisions beyond that, a batch at a time.
-func WithHistory(n int) Option { return func(o *options) { o.history = n } }
+//
+// On etcd (OpenEtcd) the default is etcd's: the history stays until it is
+// compacted (RunCompactor); WithHistory makes the store compact it after
+// its writes instead, keeping about n revisions, as the bbolt file does.
+func WithHistory(n int) Option { return func(o *options) { o.history, o.historySet = n, true } }
 
 // WithLockTimeout bounds how long an operation waits for another process
 // to release the file before failing with ErrBusy (default 10s).

@@ -93,10 +93,8 @@ func newLab(t testing.TB, storeOpts []store.Option, opts ...Option) *lab {
 	var s *apiserver.Server
 	var err error
 	if testenv.WantEtcd() {
-		// etcd keeps its history until it is compacted: storeOpts
-		// (WithHistory) are the bbolt file's.
 		e := testenv.Etcd(t)
-		s, err = apiserver.OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: []string{e.Endpoint}})
+		s, err = apiserver.OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: []string{e.Endpoint}}, storeOpts)
 	} else {
 		s, err = apiserver.OpenWith(dir, storeOpts)
 	}
