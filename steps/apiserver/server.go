@@ -37,6 +37,11 @@ type Server struct {
 	policy    *rbac.Policy
 	policyKey policyFingerprint
 	policyRev int64
+	// On etcd: the watch that keeps the policy current (pw), and the
+	// generation the cached policy was decoded at.
+	pw        *policyWatch
+	policyGen int64
+	stop      context.CancelFunc // ends the watch
 
 	// namespaces decoded before, by name, with the revision they were
 	// decoded at: every namespaced create reads its namespace.
@@ -146,6 +151,9 @@ func OpenEtcd(ctx context.Context, stateDir string, cfg store.EtcdConfig, storeO
 		st.Close()
 		return nil, err
 	}
+	wctx, stop := context.WithCancel(context.Background())
+	s.pw, s.stop = &policyWatch{}, stop
+	go s.watchPolicy(wctx)
 	return s, nil
 }
 
@@ -156,7 +164,12 @@ func (s *Server) RunCompactor(ctx context.Context, interval time.Duration, repor
 }
 
 // Close closes the store.
-func (s *Server) Close() error { return s.store.Close() }
+func (s *Server) Close() error {
+	if s.stop != nil {
+		s.stop()
+	}
+	return s.store.Close()
+}
 
 // Tokens is the token file the server authenticates with.
 func (s *Server) Tokens() *authn.Tokens { return s.tokens }

@@ -25,15 +25,9 @@ func (tx *Tx) ForEachAt(prefix, from string, rev int64, fn func(KV) error) error
 	if err := checkKey(prefix); err != nil {
 		return fmt.Errorf("listing %q: %w", prefix, err)
 	}
-	switch {
-	case rev < 0 || rev > tx.rev:
-		return fmt.Errorf("listing %s at revision %d: the store is at revision %d: %w", prefix, rev, tx.rev, ErrBadRevision)
-	case rev != 0 && rev < tx.compacted:
-		return fmt.Errorf("listing %s at revision %d: compacted up to %d: %w", prefix, rev, tx.compacted, ErrCompacted)
-	}
 	if tx.e != nil {
-		if rev == 0 {
-			rev = tx.rev
+		if rev < 0 {
+			return fmt.Errorf("listing %s at revision %d: %w", prefix, rev, ErrBadRevision)
 		}
 		kvs, err := tx.e.rangeAt(prefix, from, rev, false)
 		if err != nil {
@@ -45,6 +39,12 @@ func (tx *Tx) ForEachAt(prefix, from string, rev int64, fn func(KV) error) error
 			}
 		}
 		return nil
+	}
+	switch {
+	case rev < 0 || rev > tx.rev:
+		return fmt.Errorf("listing %s at revision %d: the store is at revision %d: %w", prefix, rev, tx.rev, ErrBadRevision)
+	case rev != 0 && rev < tx.compacted:
+		return fmt.Errorf("listing %s at revision %d: compacted up to %d: %w", prefix, rev, tx.compacted, ErrCompacted)
 	}
 	if from < prefix {
 		from = prefix

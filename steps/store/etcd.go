@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -170,26 +171,69 @@ func etcdError(err error) error {
 
 // etcdTx is a transaction's state over etcd.
 type etcdTx struct {
-	b        *etcdBackend
-	ctx      context.Context
-	rev      int64            // the snapshot every read is at
-	reads    map[string]int64 // each key read (store name): its mod_revision then, 0 if absent
-	prefixes []string         // each prefix ranged over
-	writes   map[string]*KV   // each key written: its new value, nil when deleted
-	commit   []func(rev int64)
+	b       *etcdBackend
+	ctx     context.Context
+	rev     int64 // the snapshot every read is at; 0 until the first read (see at)
+	err     error // a failure to learn the snapshot's revision (Revision), returned at commit
+	recheck bool  // a commit failed: Create reads the key first (see write)
+	// serializable: reads need not be linearizable (see at)
+	serializable bool
+	reads        map[string]int64 // each key read (store name): its mod_revision then, 0 if absent
+	prefixes     []string         // each prefix ranged over
+	writes       map[string]*KV   // each key written: its new value, nil when deleted
+	commit       []func(rev int64)
 }
 
 func (b *etcdBackend) begin(ctx context.Context, readOnly bool) (*Tx, error) {
-	rev, err := b.revision(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading etcd's revision: %w", err)
+	e := &etcdTx{b: b, ctx: ctx, reads: map[string]int64{}, writes: map[string]*KV{}}
+	return &Tx{e: e, readOnly: readOnly}, nil
+}
+
+// at is the option of a read at the snapshot. Before the first read there
+// is none yet: that read is at etcd's current revision, and its header
+// names the snapshot (learn), so that no read is spent on learning it.
+//
+// An Update's first try reads serializably: from the member the client
+// talks to, without a round of raft to confirm it is current (etcd's
+// linearizable read), a third of a create's time here. A snapshot that is a
+// little old costs nothing wrong: the commit's compares catch whatever
+// changed since, and the transaction runs again, reading linearizably
+// (recheck). podlab's one API server writes through one member, which has
+// applied each write it acknowledged, so a client's resourceVersion is
+// never newer than that member's state. Views read linearizably, as
+// kube-apiserver's quorum reads do.
+func (e *etcdTx) at() []clientv3.OpOption {
+	var opts []clientv3.OpOption
+	if e.serializable {
+		opts = append(opts, clientv3.WithSerializable())
 	}
-	e := &etcdTx{b: b, ctx: ctx, rev: rev, reads: map[string]int64{}, writes: map[string]*KV{}}
-	return &Tx{e: e, rev: rev, readOnly: readOnly}, nil
+	if e.rev != 0 {
+		opts = append(opts, clientv3.WithRev(e.rev))
+	}
+	return opts
+}
+
+func (e *etcdTx) learn(h *etcdserverpb.ResponseHeader) {
+	if e.rev == 0 {
+		e.rev = h.Revision
+	}
+}
+
+// snapshot is the snapshot's revision, read from etcd if no read named it
+// yet.
+func (e *etcdTx) snapshot() (int64, error) {
+	if e.rev == 0 {
+		rev, err := e.b.revision(e.ctx)
+		if err != nil {
+			return 0, fmt.Errorf("reading etcd's revision: %w", err)
+		}
+		e.rev = rev
+	}
+	return e.rev, nil
 }
 
 func (b *etcdBackend) update(ctx context.Context, fn func(tx *Tx) error) (int64, error) {
-	for {
+	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
@@ -197,15 +241,24 @@ func (b *etcdBackend) update(ctx context.Context, fn func(tx *Tx) error) (int64,
 		if err != nil {
 			return 0, err
 		}
+		tx.e.recheck = attempt > 0
+		tx.e.serializable = attempt == 0
 		if err := fn(tx); err != nil {
 			return 0, err
 		}
 		e := tx.e
+		if e.err != nil {
+			return 0, e.err
+		}
 		if len(e.writes) == 0 {
+			rev, err := e.snapshot()
+			if err != nil {
+				return 0, err
+			}
 			for _, f := range tx.durable {
 				f()
 			}
-			return e.rev, nil
+			return rev, nil
 		}
 		var cmps []clientv3.Cmp
 		for k, mod := range e.reads {
@@ -275,10 +328,11 @@ func (e *etcdTx) get(key string) (KV, bool, error) {
 	if err != nil {
 		return KV{}, false, err
 	}
-	resp, err := e.b.cli.Get(e.ctx, ek, clientv3.WithRev(e.rev))
+	resp, err := e.b.cli.Get(e.ctx, ek, e.at()...)
 	if err != nil {
 		return KV{}, false, etcdError(err)
 	}
+	e.learn(resp.Header)
 	if len(resp.Kvs) == 0 {
 		e.reads[key] = 0
 		return KV{}, false, nil
@@ -288,8 +342,8 @@ func (e *etcdTx) get(key string) (KV, bool, error) {
 	return kv, true, nil
 }
 
-// rangeAt reads the keys under prefix from from on, at rev, with this
-// transaction's writes over them when overlay is set.
+// rangeAt reads the keys under prefix from from on, at rev (0: the
+// snapshot), with this transaction's writes over them when overlay is set.
 func (e *etcdTx) rangeAt(prefix, from string, rev int64, overlay bool) ([]KV, error) {
 	ep, err := e.b.key(prefix)
 	if err != nil {
@@ -301,9 +355,18 @@ func (e *etcdTx) rangeAt(prefix, from string, rev int64, overlay bool) ([]KV, er
 			return nil, err
 		}
 	}
-	resp, err := e.b.cli.Get(e.ctx, start, clientv3.WithRange(clientv3.GetPrefixRangeEnd(ep)), clientv3.WithRev(rev))
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(ep))}
+	if rev != 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	} else {
+		opts = append(opts, e.at()...)
+	}
+	resp, err := e.b.cli.Get(e.ctx, start, opts...)
 	if err != nil {
 		return nil, etcdError(err)
+	}
+	if rev == 0 {
+		e.learn(resp.Header)
 	}
 	out := make([]KV, 0, len(resp.Kvs))
 	for _, k := range resp.Kvs {
@@ -337,7 +400,7 @@ func (e *etcdTx) rangeAt(prefix, from string, rev int64, overlay bool) ([]KV, er
 // forEach ranges over prefix at the snapshot; the commit checks that no key
 // under it changed meanwhile.
 func (e *etcdTx) forEach(prefix string, fn func(KV) error) error {
-	kvs, err := e.rangeAt(prefix, "", e.rev, true)
+	kvs, err := e.rangeAt(prefix, "", 0, true)
 	if err != nil {
 		return err
 	}
@@ -363,6 +426,23 @@ func (e *etcdTx) write(tx *Tx, doing, key string, value []byte, expectModRev int
 	}
 	if expectModRev < 0 {
 		return KV{}, fmt.Errorf("%s %s: expected mod_revision %d: %w", doing, key, expectModRev, ErrBadRevision)
+	}
+	// A create need not read its key: the commit compares its
+	// mod_revision with 0 (absent) anyway. If the commit fails, the
+	// transaction runs again, and then reads it (recheck), to fail with
+	// ErrExists if someone created it.
+	_, wrote := e.writes[key]
+	_, read := e.reads[key]
+	if create && !e.recheck && !wrote && !read {
+		if _, err := e.snapshot(); err != nil {
+			return KV{}, fmt.Errorf("%s %s: %w", doing, key, err)
+		}
+		e.reads[key] = 0
+		next := e.rev + 1
+		kv := KV{Key: key, Value: append([]byte(nil), value...), CreateRevision: next, ModRevision: next, Version: 1}
+		e.writes[key] = &kv
+		tx.written = append(tx.written, key)
+		return kv, nil
 	}
 	prev, ok, err := e.get(key)
 	if err != nil {
@@ -396,8 +476,31 @@ func (e *etcdTx) write(tx *Tx, doing, key string, value []byte, expectModRev int
 	return kv, nil
 }
 
-// stat counts the keys under prefix and their newest mod_revision.
+// stat counts the keys under prefix and their newest mod_revision. Without
+// writes of this transaction under prefix it is one small read: etcd counts
+// the range, and sends only its newest key, without its value.
 func (e *etcdTx) stat(prefix string) (int, int64, error) {
+	written := false
+	for k := range e.writes {
+		written = written || strings.HasPrefix(k, prefix)
+	}
+	if !written {
+		ep, err := e.b.key(prefix)
+		if err != nil {
+			return 0, 0, err
+		}
+		resp, err := e.b.cli.Get(e.ctx, ep, append(statOpts(), e.at()...)...)
+		if err != nil {
+			return 0, 0, etcdError(err)
+		}
+		e.learn(resp.Header)
+		e.prefixes = append(e.prefixes, prefix)
+		var newest int64
+		if len(resp.Kvs) > 0 {
+			newest = resp.Kvs[0].ModRevision
+		}
+		return int(resp.Count), newest, nil
+	}
 	var n int
 	var max int64
 	err := e.forEach(prefix, func(kv KV) error {
@@ -408,6 +511,63 @@ func (e *etcdTx) stat(prefix string) (int, int64, error) {
 		return nil
 	})
 	return n, max, err
+}
+
+func statOpts() []clientv3.OpOption {
+	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1)}
+}
+
+// statAll is stat of several prefixes, summed, in one round trip to etcd
+// (a transaction of reads) when this transaction wrote under none of them.
+// Unlike ForEach and Stat, the commit does not check that the prefixes
+// stayed as they were.
+func (e *etcdTx) statAll(prefixes []string) (int, int64, error) {
+	var ops []clientv3.Op
+	for _, p := range prefixes {
+		for k := range e.writes {
+			if strings.HasPrefix(k, p) {
+				return e.statEach(prefixes)
+			}
+		}
+		ep, err := e.b.key(p)
+		if err != nil {
+			return 0, 0, err
+		}
+		ops = append(ops, clientv3.OpGet(ep, append(statOpts(), e.at()...)...))
+	}
+	resp, err := e.b.cli.Txn(e.ctx).Then(ops...).Commit()
+	if err != nil {
+		return 0, 0, etcdError(err)
+	}
+	e.learn(resp.Header)
+	// Not compared at the commit: a fingerprint (the API server's RBAC
+	// policy's) is a cache key, and kube-apiserver's authorizer too decides
+	// from a cache, outside the write's transaction. Every prefix compare
+	// is a range etcd walks at each commit.
+	var n int
+	var newest int64
+	for _, r := range resp.Responses {
+		rr := r.GetResponseRange()
+		n += int(rr.Count)
+		if len(rr.Kvs) > 0 {
+			newest = max(newest, rr.Kvs[0].ModRevision)
+		}
+	}
+	return n, newest, nil
+}
+
+func (e *etcdTx) statEach(prefixes []string) (int, int64, error) {
+	var n int
+	var newest int64
+	for _, p := range prefixes {
+		c, m, err := e.stat(p)
+		if err != nil {
+			return 0, 0, err
+		}
+		n, newest = n+c, max(newest, m)
+	}
+	return n, newest, nil
 }
 
 // watch turns an etcd watch into a Watcher: a PUT of a new key is ADDED

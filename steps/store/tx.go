@@ -241,7 +241,20 @@ func (tx *Tx) putMetaInt(name []byte, v int64) error {
 // Revision is the store's revision: the revision of the last transaction
 // that wrote. Inside an Update that has written, it is the new revision,
 // the one every write of this transaction gets.
-func (tx *Tx) Revision() int64 { return tx.rev }
+//
+// On etcd it is the revision of the transaction's snapshot (etcd's
+// revision is known only at the commit: see OnCommit); if etcd cannot be
+// asked, it is 0 and the transaction fails.
+func (tx *Tx) Revision() int64 {
+	if tx.e != nil {
+		rev, err := tx.e.snapshot()
+		if err != nil && tx.e.err == nil {
+			tx.e.err = err
+		}
+		return rev
+	}
+	return tx.rev
+}
 
 // OnDurable registers fn to run once this transaction's writes are
 // durable: after Update has fsync'd them (to the write-ahead log, or in the
@@ -396,6 +409,28 @@ func (tx *Tx) Stat(prefix string) (count int, maxModRevision int64, err error) {
 		}
 		count++
 		maxModRevision = max(maxModRevision, int64(binary.BigEndian.Uint64(v[8:])))
+	}
+	return count, maxModRevision, nil
+}
+
+// StatAll is Stat of several prefixes at once, summed: on etcd, one round
+// trip, and (unlike Stat) not a read the commit checks again: a
+// fingerprint for a cache, as the API server's RBAC policy's.
+func (tx *Tx) StatAll(prefixes ...string) (count int, maxModRevision int64, err error) {
+	for _, p := range prefixes {
+		if err := checkKey(p); err != nil {
+			return 0, 0, fmt.Errorf("counting %q: %w", p, err)
+		}
+	}
+	if tx.e != nil {
+		return tx.e.statAll(prefixes)
+	}
+	for _, p := range prefixes {
+		n, m, err := tx.Stat(p)
+		if err != nil {
+			return 0, 0, err
+		}
+		count, maxModRevision = count+n, max(maxModRevision, m)
 	}
 	return count, maxModRevision, nil
 }

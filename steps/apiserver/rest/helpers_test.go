@@ -84,7 +84,14 @@ func (l *lab) holdWatches() (release func()) {
 	}
 }
 
+// newLab is a lab on the bbolt file, or on a real etcd started for the
+// test when PODLAB_TEST_STORE=etcd.
 func newLab(t testing.TB, storeOpts []store.Option, opts ...Option) *lab {
+	t.Helper()
+	return newLabOn(t, testenv.WantEtcd(), storeOpts, opts...)
+}
+
+func newLabOn(t testing.TB, onEtcd bool, storeOpts []store.Option, opts ...Option) *lab {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := apiserver.Init(context.Background(), dir); err != nil {
@@ -92,7 +99,7 @@ func newLab(t testing.TB, storeOpts []store.Option, opts ...Option) *lab {
 	}
 	var s *apiserver.Server
 	var err error
-	if testenv.WantEtcd() {
+	if onEtcd {
 		e := testenv.Etcd(t)
 		s, err = apiserver.OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: []string{e.Endpoint}}, storeOpts)
 	} else {
