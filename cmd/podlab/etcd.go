@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -61,8 +62,14 @@ func runEtcd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := etcd.Config{Name: "podlab", DataDir: flagOr(c, "data-dir", l.EtcdDataDir()),
-		Host: c.String("listen-address"), ClientPort: c.Int("port")}
+	data, err := filepath.Abs(flagOr(c, "data-dir", l.EtcdDataDir()))
+	if err != nil {
+		return err
+	}
+	cfg := etcd.Config{Name: "podlab", DataDir: data, Host: c.String("listen-address"), ClientPort: c.Int("port")}
+	if err := cfg.Validate(); err != nil {
+		return err // before looking for the binary
+	}
 	bin, err := etcd.Find()
 	if err != nil {
 		return err

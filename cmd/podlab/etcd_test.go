@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,5 +182,79 @@ func TestAPIServer_WaitsForEtcd(t *testing.T) {
 	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
 	if !strings.Contains(stderr.String(), "waiting for etcd: ") || !strings.Contains(stderr.String(), "etcd is not answering") {
 		t.Errorf("stderr %q does not say it waited for etcd", stderr.String())
+	}
+}
+
+// Bad input to podlab etcd and to the API server's etcd flags: a clear
+// error that says what to do, before anything starts.
+func TestEtcd_BadInput(t *testing.T) {
+	state := t.TempDir()
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(freePort(t)))
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"etcd-servers without a scheme", []string{"apiserver", "--secure-port", "0", "--etcd-servers", "127.0.0.1:2379"}, "write it as http://HOST:PORT"},
+		{"etcd-prefix without a slash", []string{"apiserver", "--secure-port", "0", "--etcd-servers", "http://127.0.0.1:1", "--etcd-prefix", "registry"}, "must start with /"},
+		{"etcd on port 0", []string{"etcd", "--port", "0"}, "not in 1-65534"},
+		{"etcd on the last port", []string{"etcd", "--port", "65535"}, "the peer port is the next one"},
+		{"etcd with no listen address", []string{"etcd", "--listen-address", ""}, "an address to listen on"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, err := podlab(t, state, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("podlab %s: %v (%s%s), want an error containing %q", strings.Join(tt.args, " "), err, out, errOut, tt.want)
+			}
+		})
+	}
+}
+
+// podlab etcd runs bin/etcd in the foreground with its data under the
+// state directory, says where clients reach it, serves etcdctl, and stops
+// cleanly on Ctrl-C (SIGINT).
+func TestEtcd_Command(t *testing.T) {
+	bin := testenv.EtcdBin(t)
+	etcdctl := strings.TrimSuffix(bin, "etcd") + "etcdctl"
+	state := t.TempDir()
+	port := freePort(t)
+	cmd := exec.Command(os.Args[0], "--state-dir", state, "etcd", "--port", strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := exec.Command(etcdctl, "--endpoints", url, "put", "/registry/hello", "world").Run(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcdctl never reached podlab etcd at %s:\n%s", url, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range []string{"clients on " + url, "podlab apiserver --etcd-servers " + url, filepath.Join(state, "etcd", "member-data")} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("podlab etcd printed\n%s\nwithout %q", out.String(), want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(state, "etcd", "member-data", "member")); err != nil {
+		t.Errorf("no etcd data under the state directory: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), "stopped") {
+			t.Errorf("after Ctrl-C: %v\n%s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("podlab etcd did not stop on SIGINT:\n%s", out.String())
 	}
 }
