@@ -232,6 +232,11 @@ func (e *etcdTx) snapshot() (int64, error) {
 	return e.rev, nil
 }
 
+// maxAttempts bounds how often an Update runs again because what it read
+// changed before its commit; then it fails with ErrConflict (409: the
+// client retries), rather than starve behind a busy range.
+const maxAttempts = 32
+
 func (b *etcdBackend) update(ctx context.Context, fn func(tx *Tx) error) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -288,6 +293,9 @@ func (b *etcdBackend) update(ctx context.Context, fn func(tx *Tx) error) (int64,
 			return 0, fmt.Errorf("committing to etcd (the write may or may not have been made): %w", etcdError(err))
 		}
 		if !resp.Succeeded {
+			if attempt+1 >= maxAttempts {
+				return 0, fmt.Errorf("committing to etcd: what the transaction read changed under it %d times in a row (other writers of the same keys): %w", maxAttempts, ErrConflict)
+			}
 			continue // someone wrote what fn read: run it again on what they wrote
 		}
 		rev := resp.Header.Revision
