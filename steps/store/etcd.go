@@ -178,6 +178,10 @@ type etcdTx struct {
 	recheck bool  // a commit failed: Create reads the key first (see write)
 	// serializable: reads need not be linearizable (see at)
 	serializable bool
+	// What Prefetch read at the snapshot: keys (nil: absent) and ranges,
+	// served from here, without a round trip, when fn reads them.
+	fetched       map[string]*KV
+	fetchedRanges map[string][]KV
 	reads        map[string]int64 // each key read (store name): its mod_revision then, 0 if absent
 	prefixes     []string         // each prefix ranged over
 	writes       map[string]*KV   // each key written: its new value, nil when deleted
@@ -332,6 +336,14 @@ func (e *etcdTx) get(key string) (KV, bool, error) {
 		}
 		return *w, true, nil
 	}
+	if kv, ok := e.fetched[key]; ok {
+		if kv == nil {
+			e.reads[key] = 0
+			return KV{}, false, nil
+		}
+		e.reads[key] = kv.ModRevision
+		return *kv, true, nil
+	}
 	ek, err := e.b.key(key)
 	if err != nil {
 		return KV{}, false, err
@@ -357,6 +369,9 @@ func (e *etcdTx) rangeAt(prefix, from string, rev int64, overlay bool) ([]KV, er
 	if err != nil {
 		return nil, err
 	}
+	if cached, ok := e.fetchedRanges[prefix]; ok && rev == 0 && from == "" {
+		return e.overlay(prefix, from, append([]KV(nil), cached...), overlay), nil
+	}
 	start := ep
 	if from > prefix {
 		if start, err = e.b.key(from); err != nil {
@@ -380,8 +395,14 @@ func (e *etcdTx) rangeAt(prefix, from string, rev int64, overlay bool) ([]KV, er
 	for _, k := range resp.Kvs {
 		out = append(out, e.b.kv(k))
 	}
-	if !overlay || len(e.writes) == 0 {
-		return out, nil
+	return e.overlay(prefix, from, out, overlay), nil
+}
+
+// overlay puts this transaction's writes under prefix (from from on) over
+// out, the keys read, when on is set.
+func (e *etcdTx) overlay(prefix, from string, out []KV, on bool) []KV {
+	if !on || len(e.writes) == 0 {
+		return out
 	}
 	byKey := map[string]KV{}
 	for _, kv := range out {
@@ -402,7 +423,52 @@ func (e *etcdTx) rangeAt(prefix, from string, rev int64, overlay bool) ([]KV, er
 		out = append(out, kv)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
+	return out
+}
+
+// prefetch reads keys and prefixes at the snapshot in one round trip (a
+// transaction of reads), for get and forEach to serve later.
+func (e *etcdTx) prefetch(keys, prefixes []string) error {
+	var ops []clientv3.Op
+	for _, k := range keys {
+		ek, err := e.b.key(k)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, clientv3.OpGet(ek, e.at()...))
+	}
+	for _, p := range prefixes {
+		ep, err := e.b.key(p)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, clientv3.OpGet(ep, append([]clientv3.OpOption{clientv3.WithPrefix()}, e.at()...)...))
+	}
+	resp, err := e.b.cli.Txn(e.ctx).Then(ops...).Commit()
+	if err != nil {
+		return etcdError(err)
+	}
+	e.learn(resp.Header)
+	if e.fetched == nil {
+		e.fetched, e.fetchedRanges = map[string]*KV{}, map[string][]KV{}
+	}
+	for i, r := range resp.Responses {
+		rr := r.GetResponseRange()
+		if i < len(keys) {
+			e.fetched[keys[i]] = nil
+			if len(rr.Kvs) > 0 {
+				kv := e.b.kv(rr.Kvs[0])
+				e.fetched[keys[i]] = &kv
+			}
+			continue
+		}
+		kvs := make([]KV, 0, len(rr.Kvs))
+		for _, k := range rr.Kvs {
+			kvs = append(kvs, e.b.kv(k))
+		}
+		e.fetchedRanges[prefixes[i-len(keys)]] = kvs
+	}
+	return nil
 }
 
 // forEach ranges over prefix at the snapshot; the commit checks that no key

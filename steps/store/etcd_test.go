@@ -262,3 +262,64 @@ func TestOpenEtcd_BadInput(t *testing.T) {
 		})
 	}
 }
+
+// What Prefetch read is what the transaction reads, at its snapshot, and
+// the commit still checks it: a write to a prefetched key between the read
+// and the commit makes the transaction run again, on the new value.
+func TestEtcd_Prefetch(t *testing.T) {
+	s, _ := etcdStore(t)
+	ctx := context.Background()
+	const ns, lr = "/registry/namespaces/default", "/registry/limitranges/default/"
+	if _, err := s.Update(ctx, func(tx *Tx) error {
+		if _, err := tx.Create(ns, []byte("ns1")); err != nil {
+			return err
+		}
+		_, err := tx.Create(lr+"a", []byte("lr-a"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	var seen []string
+	_, err := s.Update(ctx, func(tx *Tx) error {
+		runs++
+		if err := tx.Prefetch([]string{ns, "/registry/namespaces/none"}, []string{lr}); err != nil {
+			return err
+		}
+		if runs == 1 { // another client writes the namespace after the prefetch
+			if _, err := s.Update(ctx, func(tx *Tx) error { _, err := tx.Put(ns, []byte("ns2"), 0); return err }); err != nil {
+				return err
+			}
+		}
+		kv, ok, err := tx.Get(ns)
+		if err != nil || !ok {
+			return fmt.Errorf("get %s: %v %v", ns, ok, err)
+		}
+		if _, ok, _ := tx.Get("/registry/namespaces/none"); ok {
+			return errors.New("a key that does not exist was found")
+		}
+		if _, err := tx.Create(lr+"b", []byte("lr-b")); err != nil {
+			return err
+		}
+		list, err := tx.List(lr)
+		if err != nil {
+			return err
+		}
+		seen = append(seen, fmt.Sprintf("%s:%d", kv.Value, len(list)))
+		_, err = tx.Create("/registry/pods/default/p", kv.Value)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs != 2 || strings.Join(seen, " ") != "ns1:2 ns2:2" {
+		t.Errorf("ran %d times, saw %v; want 2 runs: ns1 then (after the other write) ns2, each with both limit ranges", runs, seen)
+	}
+	s.View(ctx, func(tx *Tx) error {
+		kv, _, _ := tx.Get("/registry/pods/default/p")
+		if string(kv.Value) != "ns2" {
+			t.Errorf("the pod was written from %q, want ns2 (the namespace as committed)", kv.Value)
+		}
+		return nil
+	})
+}

@@ -413,6 +413,26 @@ func (tx *Tx) Stat(prefix string) (count int, maxModRevision int64, err error) {
 	return count, maxModRevision, nil
 }
 
+// Prefetch says which keys and prefixes the transaction is about to read
+// (Get, ForEach): on etcd they are read together, in one round trip, and
+// the later reads are served from what came back; on bbolt, where a read
+// costs no round trip, it does nothing. A key or prefix this transaction
+// already wrote is read as usual.
+func (tx *Tx) Prefetch(keys, prefixes []string) error {
+	if tx.e == nil {
+		return nil
+	}
+	for _, k := range append(append([]string(nil), keys...), prefixes...) {
+		if err := checkKey(k); err != nil {
+			return fmt.Errorf("prefetching %q: %w", k, err)
+		}
+	}
+	if err := tx.e.prefetch(keys, prefixes); err != nil {
+		return fmt.Errorf("prefetching: %w", err)
+	}
+	return nil
+}
+
 // StatAll is Stat of several prefixes at once, summed: on etcd, one round
 // trip, and (unlike Stat) not a read the commit checks again: a
 // fingerprint for a cache, as the API server's RBAC policy's.
