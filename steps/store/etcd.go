@@ -182,10 +182,10 @@ type etcdTx struct {
 	// served from here, without a round trip, when fn reads them.
 	fetched       map[string]*KV
 	fetchedRanges map[string][]KV
-	reads        map[string]int64 // each key read (store name): its mod_revision then, 0 if absent
-	prefixes     []string         // each prefix ranged over
-	writes       map[string]*KV   // each key written: its new value, nil when deleted
-	commit       []func(rev int64)
+	reads         map[string]int64 // each key read (store name): its mod_revision then, 0 if absent
+	prefixes      []string         // each prefix ranged over
+	writes        map[string]*KV   // each key written: its new value, nil when deleted
+	commit        []func(rev int64)
 }
 
 func (b *etcdBackend) begin(ctx context.Context, readOnly bool) (*Tx, error) {
