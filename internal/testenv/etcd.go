@@ -40,6 +40,7 @@ type EtcdProcess struct {
 	bin      string
 	peer     string
 	cmd      *exec.Cmd
+	exited   chan struct{} // closed when cmd has exited
 	t        testing.TB
 }
 
@@ -72,7 +73,9 @@ func (e *EtcdProcess) Start() {
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatalf("starting etcd: %v", err)
 	}
-	go e.cmd.Wait()
+	exited := make(chan struct{})
+	e.exited = exited
+	go func(cmd *exec.Cmd) { cmd.Wait(); close(exited) }(e.cmd)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if healthy(e.Endpoint) {
@@ -87,8 +90,9 @@ func (e *EtcdProcess) Start() {
 func (e *EtcdProcess) Kill() {
 	if e.cmd != nil && e.cmd.Process != nil {
 		e.cmd.Process.Signal(syscall.SIGKILL)
-		for i := 0; i < 100 && e.cmd.ProcessState == nil; i++ {
-			time.Sleep(10 * time.Millisecond)
+		select {
+		case <-e.exited:
+		case <-time.After(5 * time.Second):
 		}
 	}
 }
