@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -75,6 +78,19 @@ ones elsewhere. The lab sets it shorter to see it happen:
 
   podlab apiserver --default-unreachable-toleration-seconds 20
 
+By default the store is the state directory's bbolt file. With
+--etcd-servers it is a real etcd (start one with ` + "`podlab etcd`" + `), with
+the keys and values kube-apiserver writes there, so that etcdctl shows
+what it shows on a real cluster:
+
+  podlab apiserver --etcd-servers http://127.0.0.1:2379
+  etcdctl get /registry/pods/default/web --print-value-only | head -c 40 | od -c
+
+Started before etcd, it says so and retries until etcd answers. As
+kube-apiserver, it compacts etcd's history every
+--etcd-compaction-interval (5 minutes): a watch from a revision older than
+that gets 410 Gone, and its client lists again.
+
 The flags are kube-apiserver's.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "secure-port", Value: pki.DefaultPort, EnvVars: []string{"PODLAB_APISERVER_PORT"}, Usage: "the HTTPS port, the one podlab init wrote into the kubeconfigs (0: any free port)"},
@@ -86,6 +102,9 @@ The flags are kube-apiserver's.`,
 			&cli.StringFlag{Name: "kubelet-client-key", Usage: "its key (default <state-dir>/pki/apiserver-kubelet-client.key)"},
 			&cli.Int64Flag{Name: "default-not-ready-toleration-seconds", Value: admission.DefaultNotReadyTolerationSeconds, Usage: "the tolerationSeconds DefaultTolerationSeconds admission gives new pods for the node.kubernetes.io/not-ready:NoExecute taint"},
 			&cli.Int64Flag{Name: "default-unreachable-toleration-seconds", Value: admission.DefaultUnreachableTolerationSeconds, Usage: "likewise for node.kubernetes.io/unreachable:NoExecute"},
+			&cli.StringSliceFlag{Name: "etcd-servers", Usage: "store everything in etcd at these client URLs (http://127.0.0.1:2379) instead of the bbolt file"},
+			&cli.StringFlag{Name: "etcd-prefix", Value: store.DefaultEtcdPrefix, Usage: "the prefix of every key in etcd"},
+			&cli.DurationFlag{Name: "etcd-compaction-interval", Value: 5 * time.Minute, Usage: "how often to compact etcd's history (0: never)"},
 			&cli.StringFlag{Name: "kubelet-certificate-authority", Usage: "the CA of the kubelets' serving certificates (default <state-dir>/pki/ca.crt)"},
 		},
 		Action: runAPIServer,
@@ -124,11 +143,28 @@ func runAPIServer(c *cli.Context) error {
 		return err // one API server per store
 	}
 	defer release()
-	s, err := apiserver.Open(dir, apiserver.WithDefaultTolerationSeconds(tolerations))
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	storeName := store.Path(dir)
+	var s *apiserver.Server
+	if servers := c.StringSlice("etcd-servers"); len(servers) > 0 {
+		cfg := store.EtcdConfig{Endpoints: servers, Prefix: c.String("etcd-prefix")}
+		s, err = openEtcdRetrying(ctx, c, dir, cfg, apiserver.WithDefaultTolerationSeconds(tolerations))
+		storeName = "etcd " + strings.Join(servers, ",") + " under " + c.String("etcd-prefix")
+	} else {
+		s, err = apiserver.Open(dir, apiserver.WithDefaultTolerationSeconds(tolerations))
+	}
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	go s.RunCompactor(ctx, c.Duration("etcd-compaction-interval"), func(rev int64, err error) {
+		if err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "compacting etcd to revision %d: %v\n", rev, err)
+		} else if c.Bool("v") {
+			fmt.Fprintf(c.App.ErrWriter, "compacted etcd's history up to revision %d\n", rev)
+		}
+	})
 	var opts []rest.Option
 	if c.Bool("v") {
 		opts = append(opts, rest.LogPhases(c.App.ErrWriter))
@@ -151,14 +187,12 @@ func runAPIServer(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	err = rest.ListenAndServe(ctx, cfg, h, func(addr string) {
 		// podlab's own commands find this server through the claim
 		if err := rest.Advertise(l.APIServerLock(), rest.URLFor(addr)); err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "warning: %v (podlab get, run, ... will not find this server)\n", err)
 		}
-		fmt.Fprintf(c.App.Writer, "serving the Kubernetes API on https://%s (store %s); Ctrl-C stops\n", addr, store.Path(dir))
+		fmt.Fprintf(c.App.Writer, "serving the Kubernetes API on https://%s (store %s); Ctrl-C stops\n", addr, storeName)
 	})
 	if err == nil {
 		fmt.Fprintln(c.App.Writer, "stopped")
@@ -171,4 +205,24 @@ func flagOr(c *cli.Context, name, def string) string {
 		return v
 	}
 	return def
+}
+
+// openEtcdRetrying opens the API server over etcd, and while etcd does not
+// answer says so and tries again (every 2s), as kube-apiserver waits for
+// its etcd, until it answers or ctx ends.
+func openEtcdRetrying(ctx context.Context, c *cli.Context, dir string, cfg store.EtcdConfig, opts ...apiserver.Option) (*apiserver.Server, error) {
+	for said := false; ; said = true {
+		s, err := apiserver.OpenEtcd(ctx, dir, cfg, nil, opts...)
+		if !errors.Is(err, store.ErrUnavailable) {
+			return s, err
+		}
+		if !said {
+			fmt.Fprintf(c.App.ErrWriter, "waiting for etcd: %v; retrying every 2s (Ctrl-C stops)\n", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("etcd at %s never answered: %w", strings.Join(cfg.Endpoints, ","), store.ErrUnavailable)
+		case <-time.After(2 * time.Second):
+		}
+	}
 }

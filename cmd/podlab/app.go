@@ -79,6 +79,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			resetCommand,
 			newInitCommand(),
 			newAPIServerCommand(),
+			newEtcdCommand(),
 			runCommand,
 			applyCommand,
 			createCommand,

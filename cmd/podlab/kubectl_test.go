@@ -108,9 +108,9 @@ func TestKubectl_AgainstPodlabAPIServer(t *testing.T) {
 
 // startAPIServer runs `podlab apiserver` on port for state, as its own
 // process (this test binary, run as podlab), and waits until it serves.
-func startAPIServer(t *testing.T, state string, port int) (*exec.Cmd, *bytes.Buffer) {
+func startAPIServer(t *testing.T, state string, port int, extra ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	srv := exec.Command(os.Args[0], "--state-dir", state, "apiserver", "--secure-port", strconv.Itoa(port))
+	srv := exec.Command(os.Args[0], append([]string{"--state-dir", state, "apiserver", "--secure-port", strconv.Itoa(port)}, extra...)...)
 	srv.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1")
 	stdout, err := srv.StdoutPipe()
 	if err != nil {

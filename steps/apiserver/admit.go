@@ -22,6 +22,15 @@ import (
 // two parallel creates against one quota cannot both squeeze in. It returns
 // the quotas whose usage the new object changes, to be written with it.
 func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Object, tracked bool) ([]*corev1.ResourceQuota, error) {
+	// A pod's create reads its namespace, its namespace's LimitRanges and
+	// ResourceQuotas: on etcd, in one round trip.
+	if _, isPod := obj.(*corev1.Pod); isPod {
+		ns := obj.GetNamespace()
+		if err := tx.Prefetch([]string{mustResource("namespaces").Key("", ns)},
+			[]string{mustResource("limitranges").Prefix(ns), mustResource("resourcequotas").Prefix(ns)}); err != nil {
+			return nil, err
+		}
+	}
 	var ns *corev1.Namespace
 	if res.Namespaced {
 		var err error

@@ -146,12 +146,10 @@ func (c *Client) applyCreate(tx *store.Tx, u authn.User, res Resource, namespace
 			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 		}
 	}
-	kv, err := c.s.create(tx, c, u, res, obj, true)
-	if err != nil {
+	if _, err := c.s.create(tx, c, u, res, obj, true); err != nil {
 		return nil, err
 	}
-	obj.SetResourceVersion(fmt.Sprint(kv.ModRevision))
-	return obj, nil
+	return obj, nil // its resourceVersion set at the commit
 }
 
 // typed is what the field manager returned as res's Go type.

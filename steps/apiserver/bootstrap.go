@@ -63,14 +63,27 @@ func Init(ctx context.Context, stateDir string, storeOpts ...store.Option) (*Ini
 	if err != nil {
 		return nil, err
 	}
-	res.Revision, err = st.Update(ctx, func(tx *store.Tx) error {
-		res.Created, err = s.bootstrap(tx)
+	res.Created, res.Revision, err = s.Bootstrap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Bootstrap writes the objects kube-apiserver makes when it starts, those
+// missing from the store: the namespaces and the RBAC bootstrap policy
+// (see bootstrap). It returns the keys it wrote and the revision after.
+func (s *Server) Bootstrap(ctx context.Context) ([]string, int64, error) {
+	var created []string
+	rev, err := s.store.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		created, err = s.bootstrap(tx)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("writing the bootstrap objects: %w", err)
+		return nil, 0, fmt.Errorf("writing the bootstrap objects: %w", err)
 	}
-	return res, nil
+	return created, rev, nil
 }
 
 func fileExists(p string) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,10 +91,24 @@ func (c *Client) report(p Phase) {
 // killed between the two must not have said "stored at revision N" of an
 // object the store does not have. Nothing is reported for a write that
 // fails.
-func (c *Client) reportStored(tx *store.Tx, p Phase) {
+//
+// phase gets the revision the write was committed at: known only at the
+// commit with etcd (see store.Tx.OnCommit).
+func (c *Client) reportStored(tx *store.Tx, phase func(rev int64) Phase) {
 	if c.phases != nil {
-		tx.OnDurable(func() { c.report(p) })
+		var rev int64
+		tx.OnCommit(func(r int64) { rev = r })
+		tx.OnDurable(func() { c.report(phase(rev)) })
 	}
+}
+
+// setRV sets obj's resourceVersion to the revision its write gets: the one
+// the transaction predicts now, and the one the store committed at once it
+// has (etcd may commit later than predicted, another client having written
+// meanwhile).
+func setRV(tx *store.Tx, obj Object, predicted int64) {
+	obj.SetResourceVersion(strconv.FormatInt(predicted, 10))
+	tx.OnCommit(func(rev int64) { obj.SetResourceVersion(strconv.FormatInt(rev, 10)) })
 }
 
 // authenticate is the first gate: who is this? An unknown token is 401
@@ -276,22 +291,40 @@ var rbacResources = []string{"roles", "rolebindings", "clusterroles", "clusterro
 // server's own write changed no RBAC key. Any other process's write moves
 // the store past policyRev, and the fingerprint is taken again.
 func (s *Server) policyIn(tx *store.Tx) (*rbac.Policy, error) {
-	s.mu.Lock()
-	if s.policy != nil && s.policyRev == tx.Revision() && len(tx.Written()) == 0 {
-		p := s.policy
+	// On etcd, a watch keeps the cached policy current (policywatch.go).
+	// Otherwise learning the revision costs a round trip there, as much as
+	// the fingerprint does: take the fingerprint.
+	var gen int64
+	watched := s.pw != nil && s.pw.ok.Load()
+	if watched {
+		gen = s.pw.gen.Load()
+		s.mu.Lock()
+		if s.policy != nil && s.policyGen == gen && len(tx.Written()) == 0 {
+			p := s.policy
+			s.mu.Unlock()
+			return p, nil
+		}
 		s.mu.Unlock()
-		return p, nil
 	}
-	s.mu.Unlock()
+	if s.store.Backend() != store.BackendEtcd {
+		s.mu.Lock()
+		if s.policy != nil && s.policyRev == tx.Revision() && len(tx.Written()) == 0 {
+			p := s.policy
+			s.mu.Unlock()
+			return p, nil
+		}
+		s.mu.Unlock()
+	}
 	var fp policyFingerprint
+	var prefixes []string
 	for _, name := range rbacResources {
 		r, _ := LookupResource(name)
-		n, rev, err := tx.Stat(r.Prefix(""))
-		if err != nil {
-			return nil, fmt.Errorf("reading the RBAC policy: %w", err)
-		}
-		fp.count += n
-		fp.maxRev = max(fp.maxRev, rev)
+		prefixes = append(prefixes, r.Prefix(""))
+	}
+	var err error
+	fp.count, fp.maxRev, err = tx.StatAll(prefixes...)
+	if err != nil {
+		return nil, fmt.Errorf("reading the RBAC policy: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -301,8 +334,11 @@ func (s *Server) policyIn(tx *store.Tx) (*rbac.Policy, error) {
 	if len(tx.Written()) == 0 {
 		current = tx.Revision()
 	}
+	if !watched || len(tx.Written()) != 0 {
+		gen = -1 // not known current at any generation
+	}
 	if s.policy != nil && s.policyKey == fp {
-		s.policyRev = current
+		s.policyRev, s.policyGen = current, gen
 		return s.policy, nil
 	}
 	p := &rbac.Policy{}
@@ -319,7 +355,7 @@ func (s *Server) policyIn(tx *store.Tx) (*rbac.Policy, error) {
 			return nil, fmt.Errorf("reading the RBAC policy: %w", err)
 		}
 	}
-	s.policy, s.policyKey, s.policyRev = p, fp, current
+	s.policy, s.policyKey, s.policyRev, s.policyGen = p, fp, current, gen
 	return p, nil
 }
 
@@ -331,7 +367,9 @@ func (s *Server) update(ctx context.Context, fn func(tx *store.Tx) error) error 
 	var start int64
 	var rbacWritten bool
 	rev, err := s.store.Update(ctx, func(tx *store.Tx) error {
-		start = tx.Revision()
+		if s.store.Backend() != store.BackendEtcd { // there a round trip, for a cache policyIn skips
+			start = tx.Revision()
+		}
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -345,6 +383,9 @@ func (s *Server) update(ctx context.Context, fn func(tx *store.Tx) error) error 
 	switch {
 	case rbacWritten:
 		s.policyRev = 0
+		if s.pw != nil { // before the watch tells: this server's own writes count at once
+			s.pw.gen.Add(1)
+		}
 	case s.policyRev == start && s.policyRev != 0:
 		s.policyRev = rev
 	}

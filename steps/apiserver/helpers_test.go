@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/store"
 )
 
@@ -19,12 +20,39 @@ func testServer(t testing.TB) (*Server, string) {
 	if _, err := Init(context.Background(), dir); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	s, err := Open(dir)
+	s, err := openTestServer(t, dir)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, dir
+}
+
+// openTestServer opens dir's API server over its bbolt store, or, when
+// PODLAB_TEST_STORE=etcd, over a real etcd started for the test.
+func openTestServer(t testing.TB, dir string, opts ...Option) (*Server, error) {
+	if !testenv.WantEtcd() {
+		return Open(dir, opts...)
+	}
+	e := testenv.Etcd(t)
+	return OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: []string{e.Endpoint}}, nil, opts...)
+}
+
+// reopen opens a second API server on s's store: the same file, or the
+// same etcd.
+func reopen(t testing.TB, s *Server, dir string) (*Server, error) {
+	if eps := s.store.EtcdEndpoints(); eps != nil {
+		return OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: eps}, nil)
+	}
+	return Open(dir)
+}
+
+// skipOnEtcd skips a test of something only the bbolt file has.
+func skipOnEtcd(t testing.TB, why string) {
+	t.Helper()
+	if testenv.WantEtcd() {
+		t.Skipf("PODLAB_TEST_STORE=etcd: %s", why)
+	}
 }
 
 // as returns a client for one of the lab's users.

@@ -24,7 +24,7 @@ func twoNodes(t *testing.T) (s *Server, web, db *corev1.Pod, node2 *corev1.Node)
 	if _, err := AddNodeUser(dir, "node-2"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(dir)
+	s, err := openTestServer(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

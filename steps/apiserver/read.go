@@ -42,7 +42,7 @@ func (c *Client) Get(ctx context.Context, resource, namespace, name string) (Obj
 			return apierrors.NewNotFound(res.GroupResource(), name)
 		}
 		if c.phases != nil {
-			c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("read %s (mod_revision %s)", res.Key(namespace, name), obj.GetResourceVersion())})
+			c.report(Phase{Name: PhaseStorage, Plugin: c.s.storagePlugin(), Summary: fmt.Sprintf("read %s (mod_revision %s)", res.Key(namespace, name), obj.GetResourceVersion())})
 		}
 		out = obj
 		return nil
@@ -197,7 +197,7 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 		return nil, err
 	}
 	if c.phases != nil {
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("listed %d keys under %s at revision %d, %d match", len(raw), prefix, rev, len(items))})
+		c.report(Phase{Name: PhaseStorage, Plugin: c.s.storagePlugin(), Summary: fmt.Sprintf("listed %d keys under %s at revision %d, %d match", len(raw), prefix, rev, len(items))})
 	}
 	l := &List{Items: items, ResourceVersion: strconv.FormatInt(rev, 10)}
 	if opts.Limit > 0 && (beyond > 0 || int64(len(items)) > opts.Limit) {
@@ -291,7 +291,7 @@ func (c *Client) Watch(ctx context.Context, resource, namespace string, opts Lis
 		return nil, storeError(res.GroupResource(), "", err)
 	}
 	if c.phases != nil {
-		c.report(Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("watching %s after revision %d", prefix, from)})
+		c.report(Phase{Name: PhaseStorage, Plugin: c.s.storagePlugin(), Summary: fmt.Sprintf("watching %s after revision %d", prefix, from)})
 	}
 	w := &watcher{events: make(chan WatchEvent, 64), done: make(chan struct{})}
 	go w.run(ctx, res, sw, sel)

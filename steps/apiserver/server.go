@@ -37,6 +37,11 @@ type Server struct {
 	policy    *rbac.Policy
 	policyKey policyFingerprint
 	policyRev int64
+	// On etcd: the watch that keeps the policy current (pw), and the
+	// generation the cached policy was decoded at.
+	pw        *policyWatch
+	policyGen int64
+	stop      context.CancelFunc // ends the watch
 
 	// namespaces decoded before, by name, with the revision they were
 	// decoded at: every namespaced create reads its namespace.
@@ -112,8 +117,59 @@ func OpenWith(stateDir string, storeOpts []store.Option, opts ...Option) (*Serve
 	return s, nil
 }
 
+// storagePlugin names the store in the narration of the storage phase.
+func (s *Server) storagePlugin() string {
+	if s.store.Backend() == store.BackendEtcd {
+		return "etcd"
+	}
+	return "etcd (bbolt)"
+}
+
+// OpenEtcd opens the API server of a state directory with its store in
+// etcd (kube-apiserver's --etcd-servers): the users of the state
+// directory's token file (made by Init), and the objects in etcd, where it
+// writes the bootstrap objects that are missing (the namespaces, the RBAC
+// policy), as kube-apiserver does at every start. A store in etcd holds the
+// same keys and values as the bbolt file: a real kube-apiserver with the
+// same --etcd-prefix reads them. It fails with store.ErrUnavailable when
+// etcd does not answer.
+func OpenEtcd(ctx context.Context, stateDir string, cfg store.EtcdConfig, storeOpts []store.Option, opts ...Option) (*Server, error) {
+	tokens, err := authn.Load(authn.Path(stateDir))
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.OpenEtcd(ctx, cfg, storeOpts...)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(st, tokens, opts...)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if _, _, err := s.Bootstrap(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	s.pw, s.stop = &policyWatch{}, stop
+	go s.watchPolicy(wctx)
+	return s, nil
+}
+
+// RunCompactor compacts the store's history every interval when it is
+// kept in etcd, as kube-apiserver does (see store.Store.RunCompactor).
+func (s *Server) RunCompactor(ctx context.Context, interval time.Duration, report func(rev int64, err error)) {
+	s.store.RunCompactor(ctx, interval, report)
+}
+
 // Close closes the store.
-func (s *Server) Close() error { return s.store.Close() }
+func (s *Server) Close() error {
+	if s.stop != nil {
+		s.stop()
+	}
+	return s.store.Close()
+}
 
 // Tokens is the token file the server authenticates with.
 func (s *Server) Tokens() *authn.Tokens { return s.tokens }

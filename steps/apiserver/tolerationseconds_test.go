@@ -28,7 +28,7 @@ func TestServer_DefaultTolerationSeconds_Configured(t *testing.T) {
 	if _, err := Init(context.Background(), dir); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	s, err := Open(dir, WithDefaultTolerationSeconds(admission.TolerationSeconds{NotReady: 7, Unreachable: 2}))
+	s, err := openTestServer(t, dir, WithDefaultTolerationSeconds(admission.TolerationSeconds{NotReady: 7, Unreachable: 2}))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -73,7 +73,7 @@ func TestServer_DefaultTolerationSeconds_Negative(t *testing.T) {
 	if _, err := Init(context.Background(), dir); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	s, err := Open(dir, WithDefaultTolerationSeconds(admission.TolerationSeconds{NotReady: 300, Unreachable: -1}))
+	s, err := openTestServer(t, dir, WithDefaultTolerationSeconds(admission.TolerationSeconds{NotReady: 300, Unreachable: -1}))
 	if err == nil {
 		s.Close()
 		t.Fatal("Open with a negative toleration: no error")

@@ -64,7 +64,6 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 	// computed here, the field manager's work (a third of a create's CPU)
 	// is not done while the store's lock is held.
 	c.trackCreate(res, obj)
-	var kv store.KV
 	err = c.s.update(ctx, func(tx *store.Tx) error {
 		// A create is a POST to the collection: kube-apiserver authorizes it
 		// with no name (so RBAC's resourceNames never match a create, and a
@@ -72,15 +71,13 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "create", APIGroup: res.Group, Resource: res.Name, Namespace: obj.GetNamespace()}); err != nil {
 			return err
 		}
-		var err error
-		kv, err = c.s.create(tx, c, u, res, obj, true)
+		_, err := c.s.create(tx, c, u, res, obj, true)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	return obj, nil
+	return obj, nil // its resourceVersion set at the commit (see create)
 }
 
 // create admits, validates and stores a new object inside tx. c is nil for
@@ -107,7 +104,7 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 	// is a 500 without a reason, as kube-apiserver's etcd3 store gives it.
 	if rv, err := parseRV(obj.GetResourceVersion()); err == nil && rv != 0 {
 		hint := fmt.Sprintf("metadata.resourceVersion is %q, a revision of an object that does not exist (yet, or any more): remove it from the manifest to create the object anew", obj.GetResourceVersion())
-		return store.KV{}, c.phase(PhaseStorage, "etcd (bbolt)", []string{hint}, errResourceVersionSetOnCreate())
+		return store.KV{}, c.phase(PhaseStorage, s.storagePlugin(), []string{hint}, errResourceVersionSetOnCreate())
 	}
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.now()))
@@ -135,8 +132,15 @@ func (s *Server) create(tx *store.Tx, c *Client, u authn.User, res Resource, obj
 			return store.KV{}, fmt.Errorf("updating quota %q's usage: %w", q.Name, err)
 		}
 	}
+	// Not before the commit: a create run again (etcd's transactions are
+	// when another client wrote what this one read) must find no
+	// resourceVersion on obj.
+	tx.OnCommit(func(rev int64) { obj.SetResourceVersion(strconv.FormatInt(rev, 10)) })
 	if c.phases != nil {
-		c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("created %s at revision %d (%d bytes of protobuf)", key, kv.ModRevision, len(data))})
+		size := len(data)
+		c.reportStored(tx, func(rev int64) Phase {
+			return Phase{Name: PhaseStorage, Plugin: s.storagePlugin(), Summary: fmt.Sprintf("created %s at revision %d (%d bytes of protobuf)", key, rev, size)}
+		})
 	}
 	return kv, nil
 }
@@ -279,9 +283,11 @@ func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Objec
 	if err != nil {
 		return nil, err
 	}
-	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+	setRV(tx, obj, kv.ModRevision)
 	if c.phases != nil {
-		c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, kv.ModRevision)})
+		c.reportStored(tx, func(rev int64) Phase {
+			return Phase{Name: PhaseStorage, Plugin: c.s.storagePlugin(), Summary: fmt.Sprintf("updated %s at revision %d", kv.Key, rev)}
+		})
 	}
 	return obj, nil
 }
@@ -392,7 +398,9 @@ func (c *Client) Bind(ctx context.Context, b *corev1.Binding) error {
 			return err
 		}
 		if c.phases != nil {
-			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("bound %s to node %q at revision %d", kv.Key, b.Target.Name, kv.ModRevision)})
+			c.reportStored(tx, func(rev int64) Phase {
+				return Phase{Name: PhaseStorage, Plugin: c.s.storagePlugin(), Summary: fmt.Sprintf("bound %s to node %q at revision %d", kv.Key, b.Target.Name, rev)}
+			})
 		}
 		return nil
 	})
@@ -512,6 +520,7 @@ func (c *Client) DeleteCollection(ctx context.Context, resource, namespace strin
 			out.Items = append(out.Items, obj)
 		}
 		out.ResourceVersion = strconv.FormatInt(tx.Revision(), 10)
+		tx.OnCommit(func(rev int64) { out.ResourceVersion = strconv.FormatInt(rev, 10) })
 		return nil
 	})
 	if err != nil {
@@ -529,7 +538,9 @@ func (s *Server) remove(tx *store.Tx, c *Client, res Resource, obj Object) error
 	}
 	if c != nil {
 		if c.phases != nil {
-			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("deleted %s (revision %d)", kv.Key, kv.ModRevision)})
+			c.reportStored(tx, func(rev int64) Phase {
+				return Phase{Name: PhaseStorage, Plugin: s.storagePlugin(), Summary: fmt.Sprintf("deleted %s (revision %d)", kv.Key, rev)}
+			})
 		}
 	}
 	return nil
@@ -569,10 +580,12 @@ func (s *Server) deletePod(tx *store.Tx, c *Client, pod *corev1.Pod, opts Delete
 	if err != nil {
 		return nil, err
 	}
-	pod.ResourceVersion = fmt.Sprint(kv.ModRevision)
+	setRV(tx, pod, kv.ModRevision)
 	if c != nil {
 		if c.phases != nil {
-			c.reportStored(tx, Phase{Name: PhaseStorage, Plugin: "etcd (bbolt)", Summary: fmt.Sprintf("marked %s for deletion at revision %d: deletionTimestamp %s, grace period %ds; the kubelet of node %q stops its containers and removes it", kv.Key, kv.ModRevision, ts.UTC().Format("2006-01-02T15:04:05Z"), grace, pod.Spec.NodeName)})
+			c.reportStored(tx, func(rev int64) Phase {
+				return Phase{Name: PhaseStorage, Plugin: s.storagePlugin(), Summary: fmt.Sprintf("marked %s for deletion at revision %d: deletionTimestamp %s, grace period %ds; the kubelet of node %q stops its containers and removes it", kv.Key, rev, ts.UTC().Format("2006-01-02T15:04:05Z"), grace, pod.Spec.NodeName)}
+			})
 		}
 	}
 	return pod, nil
@@ -617,7 +630,7 @@ func (s *Server) deleteNamespace(tx *store.Tx, c *Client, ns *corev1.Namespace) 
 		if err != nil {
 			return nil, err
 		}
-		ns.ResourceVersion = fmt.Sprint(kv.ModRevision)
+		setRV(tx, ns, kv.ModRevision)
 	}
 	for _, r := range resources {
 		if !r.Namespaced {

@@ -16,6 +16,7 @@ import (
 const (
 	etcdDir       = "etcd"
 	storeFile     = "store.db"
+	etcdDataDir   = "member-data"
 	authDir       = "auth"
 	tokensFile    = "tokens.csv"
 	contentDir    = "content"
@@ -81,6 +82,11 @@ func (l Layout) APIServerLock() string { return filepath.Join(l.Dir, etcdDir, "a
 
 // StoreFile is the API server's bbolt file.
 func (l Layout) StoreFile() string { return filepath.Join(l.Dir, etcdDir, storeFile) }
+
+// EtcdDataDir is where `podlab etcd` keeps a real etcd's data (its
+// --data-dir): <state>/etcd/member-data, beside the bbolt store, which
+// plays etcd's role when there is no etcd.
+func (l Layout) EtcdDataDir() string { return filepath.Join(l.Dir, etcdDir, etcdDataDir) }
 
 // TokensFile is the API server's token file.
 func (l Layout) TokensFile() string { return filepath.Join(l.Dir, authDir, tokensFile) }

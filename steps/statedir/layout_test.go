@@ -35,6 +35,7 @@ func TestLayout_Paths(t *testing.T) {
 	root := l.CgroupRoot()
 	tests := []struct{ name, got, want string }{
 		{"store", l.StoreFile(), "/s/etcd/store.db"},
+		{"etcd data", l.EtcdDataDir(), "/s/etcd/member-data"},
 		{"tokens", l.TokensFile(), "/s/auth/tokens.csv"},
 		{"content", l.ContentDir(), "/s/content"},
 		{"bundle", l.Bundle("web"), "/s/bundles/web"},

@@ -25,6 +25,21 @@ func (tx *Tx) ForEachAt(prefix, from string, rev int64, fn func(KV) error) error
 	if err := checkKey(prefix); err != nil {
 		return fmt.Errorf("listing %q: %w", prefix, err)
 	}
+	if tx.e != nil {
+		if rev < 0 {
+			return fmt.Errorf("listing %s at revision %d: %w", prefix, rev, ErrBadRevision)
+		}
+		kvs, err := tx.e.rangeAt(prefix, from, rev, false)
+		if err != nil {
+			return fmt.Errorf("listing %s at revision %d: %w", prefix, rev, err)
+		}
+		for _, kv := range kvs {
+			if err := fn(kv); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	switch {
 	case rev < 0 || rev > tx.rev:
 		return fmt.Errorf("listing %s at revision %d: the store is at revision %d: %w", prefix, rev, tx.rev, ErrBadRevision)

@@ -82,4 +82,18 @@
 // revision, the compacted revision, the event count and the file's layout
 // ("podlab-store/3"; Open refuses other layouts with ErrLayout).
 // `podlab store get|list|watch|compact` shows them, as etcdctl does.
+//
+// Or a real etcd. OpenEtcd gives the same Store and Tx over an etcd
+// server (podlab apiserver --etcd-servers; etcd.go tells how): the same
+// keys and values, so that etcdctl shows, under /registry, what a real
+// cluster's etcd holds, and etcd's own counters (resourceVersion = etcd's
+// mod_revision). A transaction reads at one revision, buffers its writes,
+// and commits them in one etcd Txn that compares the mod_revision of what
+// it read, running again when that changed, as etcd's concurrency.STM
+// does; the revision its writes got comes with the commit (Tx.OnCommit).
+// Watches are etcd's, with prev_kv; compaction is etcd's, which the API
+// server asks for every 5 minutes (RunCompactor), as kube-apiserver does.
+// What is the file's alone (the WAL, group commit, inotify, the lock)
+// has no meaning there: etcd has its own raft log, batches its own fsyncs,
+// and notifies its watchers itself.
 package store

@@ -35,6 +35,7 @@ const (
 
 type options struct {
 	history     int
+	historySet  bool // WithHistory was given (the etcd backend keeps all history otherwise)
 	lockTimeout time.Duration
 	waitNotice  func(waited time.Duration)
 	lingerIdle  time.Duration
@@ -52,7 +53,11 @@ type Option func(*options)
 
 // WithHistory keeps at most n events in the history (default 10000).
 // Writes compact the oldest revisions beyond that, a batch at a time.
-func WithHistory(n int) Option { return func(o *options) { o.history = n } }
+//
+// On etcd (OpenEtcd) the default is etcd's: the history stays until it is
+// compacted (RunCompactor); WithHistory makes the store compact it after
+// its writes instead, keeping about n revisions, as the bbolt file does.
+func WithHistory(n int) Option { return func(o *options) { o.history, o.historySet = n, true } }
 
 // WithLockTimeout bounds how long an operation waits for another process
 // to release the file before failing with ErrBusy (default 10s).
@@ -119,6 +124,8 @@ type Store struct {
 	batch *batch // this burst's writes, not yet committed to the file (see wal.go); nil when none
 
 	gc groupCommit // which revisions are durable; the fsync writers share (see group.go)
+
+	etcd *etcdBackend // the store is kept in etcd (OpenEtcd), not in the file; nil for bbolt
 }
 
 // batch is the open read-write transaction that holds the writes of a
@@ -244,6 +251,9 @@ func (s *Store) Path() string { return s.path }
 // Close releases the file. Operations and watchers fail with ErrClosed
 // afterwards.
 func (s *Store) Close() error {
+	if s.etcd != nil {
+		return s.etcd.cli.Close()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -267,6 +277,9 @@ func (s *Store) Close() error {
 // Functions the transaction registered with Tx.OnDurable run after that,
 // just before Update returns.
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) (int64, error) {
+	if s.etcd != nil {
+		return s.etcd.update(ctx, fn)
+	}
 	var rev, logged int64 // logged: the revision written to the WAL, to wait for
 	var wrote bool
 	var durable []func()
@@ -431,6 +444,9 @@ func (s *Store) keepInWAL(b *batch, cause error) {
 // View runs fn in one read-only transaction: a consistent snapshot. Writes
 // inside it fail with ErrReadOnly. It sees this process's batch.
 func (s *Store) View(ctx context.Context, fn func(tx *Tx) error) error {
+	if s.etcd != nil {
+		return s.etcd.view(ctx, fn)
+	}
 	var durable []func()
 	var seen int64
 	err := s.do(ctx, false, true, func(db *bolt.DB) error {
@@ -488,6 +504,9 @@ func (s *Store) read(db *bolt.DB, fn func(tx *Tx) error) error {
 
 // Revision is the store's current revision (0 for an empty store).
 func (s *Store) Revision(ctx context.Context) (int64, error) {
+	if s.etcd != nil {
+		return s.etcd.revision(ctx)
+	}
 	var rev int64
 	err := s.View(ctx, func(tx *Tx) error {
 		rev = tx.Revision()
@@ -499,6 +518,9 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 // Compact removes the history up to and including revision rev (see
 // Tx.Compact).
 func (s *Store) Compact(ctx context.Context, rev int64) error {
+	if s.etcd != nil {
+		return s.etcd.compact(ctx, rev)
+	}
 	_, err := s.Update(ctx, func(tx *Tx) error {
 		_, err := tx.Compact(rev)
 		return err

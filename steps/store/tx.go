@@ -194,6 +194,7 @@ type Tx struct {
 	readOnly       bool     // a View: writes fail with ErrReadOnly
 	ops            []walOp  // the bbolt writes made, for the WAL
 	durable        []func() // run by Update once the writes are durable
+	e              *etcdTx  // the transaction's state over etcd; nil for bbolt (see etcd.go)
 }
 
 func newTx(btx *bolt.Tx, history int) (*Tx, error) {
@@ -240,7 +241,20 @@ func (tx *Tx) putMetaInt(name []byte, v int64) error {
 // Revision is the store's revision: the revision of the last transaction
 // that wrote. Inside an Update that has written, it is the new revision,
 // the one every write of this transaction gets.
-func (tx *Tx) Revision() int64 { return tx.rev }
+//
+// On etcd it is the revision of the transaction's snapshot (etcd's
+// revision is known only at the commit: see OnCommit); if etcd cannot be
+// asked, it is 0 and the transaction fails.
+func (tx *Tx) Revision() int64 {
+	if tx.e != nil {
+		rev, err := tx.e.snapshot()
+		if err != nil && tx.e.err == nil {
+			tx.e.err = err
+		}
+		return rev
+	}
+	return tx.rev
+}
 
 // OnDurable registers fn to run once this transaction's writes are
 // durable: after Update has fsync'd them (to the write-ahead log, or in the
@@ -250,6 +264,22 @@ func (tx *Tx) Revision() int64 { return tx.rev }
 // inside the transaction, a crash before the fsync would make it a lie.
 // A read-only transaction (View) runs them when View returns.
 func (tx *Tx) OnDurable(fn func()) { tx.durable = append(tx.durable, fn) }
+
+// OnCommit registers fn to run with the revision this transaction's writes
+// got, once they are committed (before the OnDurable functions registered
+// after it). With bbolt it is Revision; with etcd, etcd gives it only at
+// the commit, and it may be later than the one Create, Put and Delete
+// returned inside the transaction (another client wrote meanwhile). Set a
+// resourceVersion here. A transaction that wrote nothing gets its snapshot's
+// revision.
+func (tx *Tx) OnCommit(fn func(rev int64)) {
+	if tx.e != nil {
+		tx.e.commit = append(tx.e.commit, fn)
+		return
+	}
+	rev := tx.rev
+	tx.durable = append(tx.durable, func() { fn(rev) })
+}
 
 // Written is the keys this transaction has written so far (created, put or
 // deleted), in the order it wrote them.
@@ -267,6 +297,13 @@ func (tx *Tx) Events() int64 { return tx.events }
 func (tx *Tx) Get(key string) (KV, bool, error) {
 	if err := checkKey(key); err != nil {
 		return KV{}, false, fmt.Errorf("getting %q: %w", key, err)
+	}
+	if tx.e != nil {
+		kv, ok, err := tx.e.get(key)
+		if err != nil {
+			return KV{}, false, fmt.Errorf("getting %s: %w", key, err)
+		}
+		return kv, ok, nil
 	}
 	return tx.get(key)
 }
@@ -330,6 +367,9 @@ func (tx *Tx) ForEach(prefix string, fn func(KV) error) error {
 	if err := checkKey(prefix); err != nil {
 		return fmt.Errorf("listing %q: %w", prefix, err)
 	}
+	if tx.e != nil {
+		return tx.e.forEach(prefix, fn)
+	}
 	p := []byte(prefix)
 	c := tx.keys.Cursor()
 	values := tx.revs.Cursor() // one cursor for every lookup: a B-tree descent each, no allocation
@@ -358,6 +398,9 @@ func (tx *Tx) Stat(prefix string) (count int, maxModRevision int64, err error) {
 	if err := checkKey(prefix); err != nil {
 		return 0, 0, fmt.Errorf("counting %q: %w", prefix, err)
 	}
+	if tx.e != nil {
+		return tx.e.stat(prefix)
+	}
 	p := []byte(prefix)
 	c := tx.keys.Cursor()
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
@@ -370,8 +413,53 @@ func (tx *Tx) Stat(prefix string) (count int, maxModRevision int64, err error) {
 	return count, maxModRevision, nil
 }
 
+// Prefetch says which keys and prefixes the transaction is about to read
+// (Get, ForEach): on etcd they are read together, in one round trip, and
+// the later reads are served from what came back; on bbolt, where a read
+// costs no round trip, it does nothing. A key or prefix this transaction
+// already wrote is read as usual.
+func (tx *Tx) Prefetch(keys, prefixes []string) error {
+	if tx.e == nil {
+		return nil
+	}
+	for _, k := range append(append([]string(nil), keys...), prefixes...) {
+		if err := checkKey(k); err != nil {
+			return fmt.Errorf("prefetching %q: %w", k, err)
+		}
+	}
+	if err := tx.e.prefetch(keys, prefixes); err != nil {
+		return fmt.Errorf("prefetching: %w", err)
+	}
+	return nil
+}
+
+// StatAll is Stat of several prefixes at once, summed: on etcd, one round
+// trip, and (unlike Stat) not a read the commit checks again: a
+// fingerprint for a cache, as the API server's RBAC policy's.
+func (tx *Tx) StatAll(prefixes ...string) (count int, maxModRevision int64, err error) {
+	for _, p := range prefixes {
+		if err := checkKey(p); err != nil {
+			return 0, 0, fmt.Errorf("counting %q: %w", p, err)
+		}
+	}
+	if tx.e != nil {
+		return tx.e.statAll(prefixes)
+	}
+	for _, p := range prefixes {
+		n, m, err := tx.Stat(p)
+		if err != nil {
+			return 0, 0, err
+		}
+		count, maxModRevision = count+n, max(maxModRevision, m)
+	}
+	return count, maxModRevision, nil
+}
+
 // Create writes a new key. It fails with ErrExists if the key exists.
 func (tx *Tx) Create(key string, value []byte) (KV, error) {
+	if tx.e != nil {
+		return tx.e.write(tx, "creating", key, value, 0, true)
+	}
 	if err := tx.checkWrite(key, value); err != nil {
 		return KV{}, fmt.Errorf("creating %q: %w", key, err)
 	}
@@ -390,6 +478,9 @@ func (tx *Tx) Create(key string, value []byte) (KV, error) {
 // unconditionally; otherwise the key's ModRevision must equal it, or Put
 // fails with ErrConflict. A missing key fails with ErrNotFound.
 func (tx *Tx) Put(key string, value []byte, expectModRev int64) (KV, error) {
+	if tx.e != nil {
+		return tx.e.write(tx, "putting", key, value, expectModRev, false)
+	}
 	if err := tx.checkWrite(key, value); err != nil {
 		return KV{}, fmt.Errorf("putting %q: %w", key, err)
 	}
@@ -414,6 +505,9 @@ func (tx *Tx) Put(key string, value []byte, expectModRev int64) (KV, error) {
 // The DELETED event keeps a copy of that value: watchers need the deleted
 // object, and its record may be compacted away before they read.
 func (tx *Tx) Delete(key string, expectModRev int64) (KV, error) {
+	if tx.e != nil {
+		return tx.e.write(tx, "deleting", key, []byte{}, expectModRev, false)
+	}
 	if err := tx.checkWrite(key, []byte{}); err != nil {
 		return KV{}, fmt.Errorf("deleting %q: %w", key, err)
 	}
@@ -486,6 +580,9 @@ func (tx *Tx) dropReplaced(prev keyRecord) error {
 // compacted removes nothing (etcd answers ErrCompacted there). Compaction
 // is not a write: it does not advance the revision.
 func (tx *Tx) Compact(rev int64) (removed int, err error) {
+	if tx.e != nil {
+		return 0, fmt.Errorf("compacting to revision %d: etcd compacts outside transactions (Store.Compact)", rev)
+	}
 	if tx.readOnly || !tx.btx.Writable() {
 		return 0, fmt.Errorf("compacting to revision %d: %w", rev, ErrReadOnly)
 	}

@@ -56,6 +56,9 @@ func (s *Store) Watch(ctx context.Context, prefix string, afterRev int64) (*Watc
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("watching %s: %w", prefix, err)
 	}
+	if s.etcd != nil {
+		return s.etcd.watch(ctx, prefix, afterRev)
+	}
 	if err := checkKey(prefix); err != nil {
 		return nil, fmt.Errorf("watching %q: %w", prefix, err)
 	}

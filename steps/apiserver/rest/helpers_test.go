@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 
+	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
 	"github.com/podlab/podlab/steps/store"
@@ -83,13 +84,27 @@ func (l *lab) holdWatches() (release func()) {
 	}
 }
 
+// newLab is a lab on the bbolt file, or on a real etcd started for the
+// test when PODLAB_TEST_STORE=etcd.
 func newLab(t testing.TB, storeOpts []store.Option, opts ...Option) *lab {
+	t.Helper()
+	return newLabOn(t, testenv.WantEtcd(), storeOpts, opts...)
+}
+
+func newLabOn(t testing.TB, onEtcd bool, storeOpts []store.Option, opts ...Option) *lab {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := apiserver.Init(context.Background(), dir); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	s, err := apiserver.OpenWith(dir, storeOpts)
+	var s *apiserver.Server
+	var err error
+	if onEtcd {
+		e := testenv.Etcd(t)
+		s, err = apiserver.OpenEtcd(context.Background(), dir, store.EtcdConfig{Endpoints: []string{e.Endpoint}}, storeOpts)
+	} else {
+		s, err = apiserver.OpenWith(dir, storeOpts)
+	}
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
