@@ -159,6 +159,10 @@ func TestJoin_TwoMachines(t *testing.T) {
 	if j1.Machine.IP() == j2.Machine.IP() || !lab.CIDR.Contains(j1.Machine.IP()) || j1.Machine.IP() == lab.Gateway {
 		t.Fatalf("addresses %s, %s on %s", j1.Machine.IP(), j2.Machine.IP(), lab.CIDR)
 	}
+	// another state directory may not take a network the host now has
+	if _, _, err := machine.EnsureLab(statedir.Layout{Dir: t.TempDir()}, lab.CIDR.String()); !errors.Is(err, machine.ErrOverlap) {
+		t.Errorf("EnsureLab(%s) of another state directory while the bridge has it: %v, want ErrOverlap", lab.CIDR, err)
+	}
 	if _, err := machine.Join(ctx, l, lab, "node-1"); !errors.Is(err, machine.ErrJoined) {
 		t.Errorf("a second join of node-1: %v, want ErrJoined", err)
 	}
