@@ -18,8 +18,8 @@ import (
 
 var nodeCommand = &cli.Command{
 	Name:  "node",
-	Usage: "add nodes with declared capacity, for the scheduler to choose from",
-	Subcommands: []*cli.Command{{
+	Usage: "add nodes with declared capacity, for the scheduler to choose from; join them to the lab network as machines of their own, and leave",
+	Subcommands: []*cli.Command{newNodeJoinCommand(), newNodeLeaveCommand(), {
 		Name:      "add",
 		Usage:     "register a Node with the capacity you declare",
 		ArgsUsage: "NAME [--cpu 2] [--memory 4Gi] [--pods 110] [--labels k=v,...] [--taints key=value:NoSchedule,...]",

@@ -19,6 +19,8 @@ var (
 
 // Errors of joining and leaving (Join, Leave, Load).
 var (
+	// ErrBadNodeName: the name cannot be a machine's host name.
+	ErrBadNodeName = errors.New("invalid node name")
 	// ErrJoined: the node is a machine already.
 	ErrJoined = errors.New("the node has joined already")
 	// ErrNotJoined: the node never joined (or left): it has no machine.

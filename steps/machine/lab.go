@@ -12,8 +12,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -237,4 +239,14 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 	}
 	ones, _ := n.Mask.Size()
 	return netip.PrefixFrom(a.Unmap(), ones).Masked(), true
+}
+
+// CheckNodeName says what is wrong with name as a machine's name: it is
+// the machine's host name, so a DNS label (RFC 1123: at most 63 lower-case
+// letters, digits and '-', starting and ending with a letter or digit).
+func CheckNodeName(name string) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("%w %q: a machine's name is its host name, a DNS label: %s", ErrBadNodeName, name, strings.Join(errs, "; "))
+	}
+	return nil
 }

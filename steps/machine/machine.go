@@ -108,6 +108,9 @@ type Joining struct {
 // namespace with the first free address of the lab network. The machine
 // is recorded at MachineRecord. On any failure it removes what it made.
 func Join(ctx context.Context, l statedir.Layout, lab Lab, node string) (_ *Joining, err error) {
+	if err := CheckNodeName(node); err != nil {
+		return nil, err
+	}
 	n := l.Node(node)
 	if _, err := os.Lstat(n.MachineNetns()); err == nil {
 		return nil, fmt.Errorf("node %s: %w (%s exists): podlab node leave %s first", node, ErrJoined, n.MachineNetns(), node)
