@@ -44,9 +44,9 @@ connection is TLS, and one certificate authority signs every certificate:
   ca.crt, ca.key            the cluster CA, which every component trusts (10 years)
   apiserver.crt             the API server's serving certificate: clients check
                             they talk to the API server (SANs 127.0.0.1, ::1,
-                            localhost, this host's name and address, kubernetes,
-                            kubernetes.default..., and 10.96.0.1, the ClusterIP
-                            of the kubernetes Service)
+                            localhost, this host's name and address, the lab
+                            network's gateway, kubernetes, kubernetes.default...,
+                            and 10.96.0.1, the ClusterIP of the kubernetes Service)
   apiserver-kubelet-client.crt  the API server's client certificate, for
                             calling kubelets (kubectl logs, exec)
   admin.crt, kube-scheduler.crt, kube-controller-manager.crt, developer.crt,
@@ -74,6 +74,13 @@ Then it writes what kube-apiserver writes when it first starts, with its own
 loopback identity: the namespaces default, kube-system, kube-public and
 kube-node-lease, and the default RBAC policy (ClusterRoles cluster-admin,
 admin, edit, view and the components' roles, and their bindings).
+
+It also chooses the lab network, once, and records it in lab/network.json:
+the network nodes are on when they join as machines of their own (podlab
+node join), a private /24 of 172.16.0.0/12 derived from the state directory
+(the next free one if the host has that network already), or --lab-cidr /
+PODLAB_LAB_CIDR; one that overlaps a network of the host is refused. Its
+gateway (.1) is the host on that network, where podlab apiserver listens too.
 
 Run again, it keeps every token, object, the CA and every certificate that
 is still good, and adds only what is missing: it re-issues a certificate

@@ -38,7 +38,11 @@ kubeconfigs/NAME.kubeconfig) and pki/kubelet-NAME.crt (its serving
 certificate).
 
 Taints are key[=value]:Effect, the effect NoSchedule, PreferNoSchedule or
-NoExecute.`,
+NoExecute.
+
+podlab node join NAME goes further: it makes the node a machine of its own,
+with its own network namespace and address on the lab network, where its
+kubelet then runs.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cpu", Value: "2", Usage: "CPU capacity, in cores or millicores (500m)"},
 			&cli.StringFlag{Name: "memory", Value: "4Gi", Usage: "memory capacity (4Gi, 512Mi)"},
