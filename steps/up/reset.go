@@ -94,7 +94,10 @@ func CheckStateDir(dir string) error {
 	return fmt.Errorf("%w: %s has no %s/ inside: nothing of podlab's to remove (is --state-dir right?)", ErrNotStateDir, abs, strings.Join(statedir.Markers(), "/, "))
 }
 
-// Reset removes what podlab made under opts.StateDir: every container
+// Reset removes what podlab made under opts.StateDir: first the machines
+// of joined nodes (what runs in them stopped, their veths and network
+// namespaces removed) and the lab network's bridge and FORWARD rule (see
+// steps/machine), then every container
 // (runc kill and delete, under every node's runc root and the top-level
 // one), the mounts under the directory (unmounted first), the state
 // directory's own cgroup root (/podlab-<hash>, see steps/statedir) in every
