@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -230,6 +231,34 @@ func TestJoin_TwoMachines(t *testing.T) {
 	}
 	if s := snapshot(t, l); len(s) != 0 {
 		t.Errorf("after both left: %v", s)
+	}
+	if _, err := os.Stat(l.Node("node-1").MachineDir()); !os.IsNotExist(err) {
+		t.Errorf("the machine's directory is left: %v", err)
+	}
+}
+
+// TestJoin_RollsBack: a join that fails half-way (the veth's name is
+// taken) removes what it made: the namespace, its mount, the machine's
+// directory, and the bridge and rule it made for it.
+func TestJoin_RollsBack(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	l := statedir.Layout{Dir: t.TempDir()}
+	lab, _, err := machine.EnsureLab(l, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { machine.Down(ctx, lab) })
+	squatter := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: machine.VethName(l, "node-1")}}
+	if err := netlink.LinkAdd(squatter); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { netlink.LinkDel(squatter) })
+	if _, err := machine.Join(ctx, l, lab, "node-1"); err == nil {
+		t.Fatal("join with its veth's name taken succeeded")
+	}
+	if s := snapshot(t, l); !slices.Equal(s, []string{"link " + squatter.Name}) {
+		t.Errorf("after a failed join: %v, want only the squatter's link", s)
 	}
 	if _, err := os.Stat(l.Node("node-1").MachineDir()); !os.IsNotExist(err) {
 		t.Errorf("the machine's directory is left: %v", err)
