@@ -166,7 +166,7 @@ func printLab(w io.Writer, l statedir.Layout, lab machine.Lab, made bool) {
 	if made {
 		how = "chosen"
 	}
-	fmt.Fprintf(w, "\nlab network (%s, recorded in %s): %s, gateway %s on the bridge %s, made when the first node joins (podlab node join NAME); the API server listens on the gateway too\n",
+	fmt.Fprintf(w, "\nlab network (%s, recorded in %s): %s, gateway %s on the bridge %s, the bridge comes with the first node that joins (podlab node join NAME); the API server listens on the gateway too\n",
 		how, l.LabRecord(), lab.CIDR, lab.Gateway, lab.Bridge)
 }
 
