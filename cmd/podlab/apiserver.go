@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/admission"
 	"github.com/podlab/podlab/steps/apiserver/rest"
+	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/store"
@@ -91,6 +93,12 @@ kube-apiserver, it compacts etcd's history every
 --etcd-compaction-interval (5 minutes): a watch from a revision older than
 that gets 410 Gone, and its client lists again.
 
+When the state directory has a lab network (podlab init chooses it), the
+API server also listens on its gateway, at the same port: the address the
+lab bridge has on the host, where the kubelets of joined nodes (podlab node
+join), each in its own network namespace, reach it. It binds that address
+with IP_FREEBIND, since the bridge appears only when the first node joins.
+
 The flags are kube-apiserver's.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "secure-port", Value: pki.DefaultPort, EnvVars: []string{"PODLAB_APISERVER_PORT"}, Usage: "the HTTPS port, the one podlab init wrote into the kubeconfigs (0: any free port)"},
@@ -137,6 +145,13 @@ func runAPIServer(c *cli.Context) error {
 	tlsConfig, err := cfg.TLSConfig()
 	if err != nil {
 		return err // before opening the store
+	}
+	lab, err := machine.LoadLab(l)
+	switch {
+	case err == nil:
+		cfg.AlsoOn = []string{lab.Gateway.String()}
+	case !errors.Is(err, machine.ErrNoLab):
+		return err
 	}
 	release, err := rest.ClaimStore(l.APIServerLock())
 	if err != nil {
@@ -193,6 +208,11 @@ func runAPIServer(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "warning: %v (podlab get, run, ... will not find this server)\n", err)
 		}
 		fmt.Fprintf(c.App.Writer, "serving the Kubernetes API on https://%s (store %s); Ctrl-C stops\n", addr, storeName)
+		if len(cfg.AlsoOn) > 0 {
+			if _, port, err := net.SplitHostPort(addr); err == nil {
+				fmt.Fprintf(c.App.Writer, "and on https://%s, the lab network's gateway (bridge %s), where joined nodes' kubelets reach it\n", net.JoinHostPort(lab.Gateway.String(), port), lab.Bridge)
+			}
+		}
 	})
 	if err == nil {
 		fmt.Fprintln(c.App.Writer, "stopped")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/store"
@@ -42,9 +44,9 @@ connection is TLS, and one certificate authority signs every certificate:
   ca.crt, ca.key            the cluster CA, which every component trusts (10 years)
   apiserver.crt             the API server's serving certificate: clients check
                             they talk to the API server (SANs 127.0.0.1, ::1,
-                            localhost, this host's name and address, kubernetes,
-                            kubernetes.default..., and 10.96.0.1, the ClusterIP
-                            of the kubernetes Service)
+                            localhost, this host's name and address, the lab
+                            network's gateway, kubernetes, kubernetes.default...,
+                            and 10.96.0.1, the ClusterIP of the kubernetes Service)
   apiserver-kubelet-client.crt  the API server's client certificate, for
                             calling kubelets (kubectl logs, exec)
   admin.crt, kube-scheduler.crt, kube-controller-manager.crt, developer.crt,
@@ -73,6 +75,13 @@ loopback identity: the namespaces default, kube-system, kube-public and
 kube-node-lease, and the default RBAC policy (ClusterRoles cluster-admin,
 admin, edit, view and the components' roles, and their bindings).
 
+It also chooses the lab network, once, and records it in lab/network.json:
+the network nodes are on when they join as machines of their own (podlab
+node join), a private /24 of 172.16.0.0/12 derived from the state directory
+(the next free one if the host has that network already), or --lab-cidr /
+PODLAB_LAB_CIDR; one that overlaps a network of the host is refused. Its
+gateway (.1) is the host on that network, where podlab apiserver listens too.
+
 Run again, it keeps every token, object, the CA and every certificate that
 is still good, and adds only what is missing: it re-issues a certificate
 only when it is missing, damaged, within 30 days of its end, or lacks a SAN
@@ -80,6 +89,7 @@ now wanted, and says so. Any command can then act as any user: --as
 developer, or --token TOKEN.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "apiserver-port", Value: pki.DefaultPort, EnvVars: []string{"PODLAB_APISERVER_PORT"}, Usage: "the API server's port the kubeconfigs name (a new init keeps theirs unless this is set)"},
+			&cli.StringFlag{Name: "lab-cidr", EnvVars: []string{machine.EnvCIDR}, Usage: "the lab network joined nodes are on, a private /16 to /28 (default: a /24 of 172.16.0.0/12 chosen by the state directory's hash); chosen once, kept until podlab reset"},
 		},
 		Action: func(c *cli.Context) error {
 			dir, err := stateDir(c)
@@ -93,8 +103,18 @@ developer, or --token TOKEN.`,
 			if err != nil {
 				return err
 			}
+			l := statedir.Layout{Dir: dir}
+			lab, made, err := machine.EnsureLab(l, c.String("lab-cidr"))
+			if err != nil {
+				return fmt.Errorf("choosing the lab network: %w", err)
+			}
 			printInit(c.App.Writer, dir, res)
-			opts := pki.Options{Layout: statedir.Layout{Dir: dir}, APIServerHosts: pki.MachineHosts(), Nodes: labNodes(res.Users)}
+			printLab(c.App.Writer, l, lab, made)
+			nodes, err := labNodes(l, lab, res.Users)
+			if err != nil {
+				return err
+			}
+			opts := pki.Options{Layout: l, APIServerHosts: append(pki.MachineHosts(), lab.Gateway.String()), Nodes: nodes}
 			if c.IsSet("apiserver-port") {
 				opts.Server = pki.ServerURL(c.Int("apiserver-port"))
 			}
@@ -110,15 +130,44 @@ developer, or --token TOKEN.`,
 }
 
 // labNodes are the nodes the lab knows: the kubelets of the token file
-// (node-1, and those `podlab node add` added), each on this machine.
-func labNodes(users []authn.Entry) []pki.Node {
+// (node-1, and those `podlab node add` or join added), each on this
+// machine, or on its own machine on the lab network if it joined: then its
+// serving certificate names its address there, and its kubeconfig the API
+// server at the lab gateway.
+func labNodes(l statedir.Layout, lab machine.Lab, users []authn.Entry) ([]pki.Node, error) {
 	var out []pki.Node
 	for _, e := range users {
-		if name, ok := strings.CutPrefix(e.User.Name, pki.NodeUserPrefix); ok {
+		name, ok := strings.CutPrefix(e.User.Name, pki.NodeUserPrefix)
+		if !ok {
+			continue
+		}
+		m, err := machine.Load(l.Node(name))
+		switch {
+		case errors.Is(err, machine.ErrNotJoined):
 			out = append(out, pki.Node{Name: name, Hosts: pki.MachineHosts()})
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, joinedNode(m, lab))
 		}
 	}
-	return out
+	return out, nil
+}
+
+// joinedNode is a joined node's PKI: its kubelet serves on its lab address
+// and reaches the API server at the gateway.
+func joinedNode(m machine.Machine, lab machine.Lab) pki.Node {
+	return pki.Node{Name: m.Node, Hosts: []string{m.IP().String()}, ServerHost: lab.Gateway.String()}
+}
+
+// printLab says which lab network the state directory has.
+func printLab(w io.Writer, l statedir.Layout, lab machine.Lab, made bool) {
+	how := "kept"
+	if made {
+		how = "chosen"
+	}
+	fmt.Fprintf(w, "\nlab network (%s, recorded in %s): %s, gateway %s on the bridge %s, the bridge comes with the first node that joins (podlab node join NAME); the API server listens on the gateway too\n",
+		how, l.LabRecord(), lab.CIDR, lab.Gateway, lab.Bridge)
 }
 
 func printInit(w io.Writer, dir string, res *apiserver.InitResult) {

@@ -22,6 +22,7 @@ import (
 	"github.com/podlab/podlab/steps/apiserver/remote"
 	"github.com/podlab/podlab/steps/kubelet"
 	kubeletserver "github.com/podlab/podlab/steps/kubelet/server"
+	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
@@ -140,7 +141,13 @@ SubjectAccessReview sent with its own credentials
 or create (POST) nodes/proxy on its Node (else 403 Forbidden). Each request
 is one line of the kubelet's output.
 
-Every node of podlab's cluster is this machine; each kubelet keeps its own
+A node that joined the lab network (podlab node join NAME) is a machine of
+its own: its kubelet re-executes itself inside the node's network namespace
+(same pid) before it does anything, reaches the API server at the lab
+gateway (its kubeconfig says so), reports its lab address as InternalIP and
+serves its API there (--address defaults to it).
+
+Every node of podlab's cluster is on this host; each kubelet keeps its own
 runtime in <state-dir>/nodes/NAME/ (content/, bundles/, runc/, containers/,
 netns/, ipcns/, utsns/, pods/), so nodes share nothing but the API server.
 
@@ -182,10 +189,14 @@ Examples:
 		kubeconfigFlag("NODE"),
 	},
 	Action: func(c *cli.Context) error {
+		m, err := enterMachine(c)
+		if err != nil {
+			return err
+		}
 		var api *kubeletAPI
 		if !c.Bool("next") && !c.Bool("once") && c.String("pod") == "" && c.String("stage") == "" {
 			var err error
-			if api, err = listenKubeletAPI(c); err != nil {
+			if api, err = listenKubeletAPI(c, m); err != nil {
 				return err
 			}
 			defer api.Close()
@@ -234,6 +245,45 @@ Examples:
 		}
 		return err
 	},
+}
+
+// enterMachine runs the kubelet of a joined node inside its machine: it
+// re-executes this very command there (machine.Exec: same pid, every
+// thread in the node's network namespace), before anything is started.
+// Back in it, or for a node that never joined, it returns the machine (nil
+// for none) and the kubelet goes on.
+func enterMachine(c *cli.Context) (*machine.Machine, error) {
+	dir, err := stateDir(c)
+	if err != nil {
+		return nil, err
+	}
+	l, err := statedir.New(dir)
+	if err != nil {
+		return nil, err
+	}
+	if pki.CheckNodeName(c.String("node")) != nil {
+		return nil, nil // not a node the lab could have joined: the kubelet says what is wrong
+	}
+	m, err := machine.Load(l.Node(c.String("node")))
+	if errors.Is(err, machine.ErrNotJoined) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	in, err := machine.Inside(m.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("the machine of node %s: %w (podlab node leave %s, then join again)", m.Node, err, m.Node)
+	}
+	if in {
+		return &m, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c.App.Writer, "node %s is a machine of its own: the kubelet enters its network namespace %s (InternalIP %s)\n", m.Node, m.Netns, m.IP())
+	return nil, machine.Exec(m.Netns, exe, os.Args, os.Environ())
 }
 
 // kubeletUser is who the kubelet acts as: system:node:NODE, unless --as

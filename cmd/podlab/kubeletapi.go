@@ -14,6 +14,7 @@ import (
 
 	"github.com/podlab/podlab/steps/kubelet"
 	kubeletserver "github.com/podlab/podlab/steps/kubelet/server"
+	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -36,8 +37,10 @@ type kubeletAPI struct {
 // the default port is taken (another node's kubelet on this machine), it
 // takes any free port and says so; a --port given that is taken is an
 // error. It returns nil, and prints why, when the node has no serving
-// certificate and --port was not asked for.
-func listenKubeletAPI(c *cli.Context) (*kubeletAPI, error) {
+// certificate and --port was not asked for. The kubelet of a joined node
+// (m not nil) listens on its machine's lab address unless --address says
+// otherwise.
+func listenKubeletAPI(c *cli.Context, m *machine.Machine) (*kubeletAPI, error) {
 	dir, err := stateDir(c)
 	if err != nil {
 		return nil, err
@@ -56,6 +59,9 @@ func listenKubeletAPI(c *cli.Context) (*kubeletAPI, error) {
 		return nil, nil
 	}
 	addr := c.String("address")
+	if m != nil && !c.IsSet("address") {
+		addr = m.IP().String()
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(c.Int("port"))))
 	if err != nil && !c.IsSet("port") {
 		fmt.Fprintf(c.App.ErrWriter, "kubelet API: port %d is taken (another kubelet?): using a free port instead\n", c.Int("port"))

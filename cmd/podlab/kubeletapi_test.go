@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -250,6 +251,31 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool, what string, log f
 // shell in, built in-process, served by an in-process registry.
 func shellRegistry(t *testing.T) string {
 	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	return pushShell(t, strings.TrimPrefix(srv.URL, "http://"))
+}
+
+// pushShell pushes the shell image to the registry at host (host:port)
+// as podlab/shell:1.0, and returns its reference.
+func pushShell(t *testing.T, host string) string {
+	t.Helper()
+	img := shellImage(t)
+	ref := host + "/podlab/shell:1.0"
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// shellImage is the hello image with a shell, cat, sleep and stty.
+func shellImage(t *testing.T) v1.Image {
+
+	t.Helper()
 	ctx := context.Background()
 	helloBin := filepath.Join(t.TempDir(), "hello")
 	if err := images.BuildHello(ctx, testenv.RepoRoot(), helloBin); err != nil {
@@ -296,15 +322,5 @@ func shellRegistry(t *testing.T) string {
 	if img, err = mutate.AppendLayers(img, layer); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	ref := strings.TrimPrefix(srv.URL, "http://") + "/podlab/shell:1.0"
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
-	return ref
+	return img
 }

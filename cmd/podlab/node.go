@@ -18,8 +18,8 @@ import (
 
 var nodeCommand = &cli.Command{
 	Name:  "node",
-	Usage: "add nodes with declared capacity, for the scheduler to choose from",
-	Subcommands: []*cli.Command{{
+	Usage: "add nodes with declared capacity, for the scheduler to choose from; join them to the lab network as machines of their own, and leave",
+	Subcommands: []*cli.Command{newNodeJoinCommand(), newNodeLeaveCommand(), {
 		Name:      "add",
 		Usage:     "register a Node with the capacity you declare",
 		ArgsUsage: "NAME [--cpu 2] [--memory 4Gi] [--pods 110] [--labels k=v,...] [--taints key=value:NoSchedule,...]",
@@ -38,7 +38,11 @@ kubeconfigs/NAME.kubeconfig) and pki/kubelet-NAME.crt (its serving
 certificate).
 
 Taints are key[=value]:Effect, the effect NoSchedule, PreferNoSchedule or
-NoExecute.`,
+NoExecute.
+
+podlab node join NAME goes further: it makes the node a machine of its own,
+with its own network namespace and address on the lab network, where its
+kubelet then runs.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cpu", Value: "2", Usage: "CPU capacity, in cores or millicores (500m)"},
 			&cli.StringFlag{Name: "memory", Value: "4Gi", Usage: "memory capacity (4Gi, 512Mi)"},

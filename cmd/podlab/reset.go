@@ -23,6 +23,10 @@ var resetCommand = &cli.Command{
 down does (kubeadm reset, kind delete cluster), in the order the pieces
 depend on each other:
 
+  0. machines    each joined node's machine (podlab node join): what runs
+                 in its network namespace is stopped (its kubelet), its veth
+                 and namespace removed; then the lab bridge and its iptables
+                 FORWARD rule
   1. containers  every container runc knows under the state directory, the
                  top-level runc root (podlab runc create) and every node's
                  (the kubelets'): runc delete --force kills it and removes
@@ -116,6 +120,10 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 		for _, i := range items {
 			fmt.Fprintf(w, "  %s\n", i)
 		}
+	}
+	section("Removed machines (joined nodes: processes stopped, veth and network namespace removed)", res.Machines)
+	if res.Lab != "" {
+		fmt.Fprintf(w, "Removed the lab network %s\n", res.Lab)
 	}
 	section("Deleted containers (runc delete --force: killed, state and cgroup removed)", res.Containers)
 	section("Pod network", res.Network)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -226,7 +228,7 @@ func issue(o Options, ca *KeyPair, creds []Credential, res *Result) error {
 		item.Reason, item.Subject, item.NotAfter = reason, subject(kp.Cert), kp.Cert.NotAfter
 		res.Certificates = append(res.Certificates, item)
 		if c.Kubeconfig != "" {
-			kc, err := writeKubeconfig(o.Layout.Kubeconfig(c.Kubeconfig), c.Kubeconfig, server, ca, kp)
+			kc, err := writeKubeconfig(o.Layout.Kubeconfig(c.Kubeconfig), c.Kubeconfig, withHost(server, c.ServerHost), ca, kp)
 			if err != nil {
 				return err
 			}
@@ -234,6 +236,19 @@ func issue(o Options, ca *KeyPair, creds []Credential, res *Result) error {
 		}
 	}
 	return nil
+}
+
+// withHost is server with its host replaced by host (if not empty).
+func withHost(server, host string) string {
+	if host == "" {
+		return server
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return server
+	}
+	u.Host = net.JoinHostPort(host, u.Port())
+	return u.String()
 }
 
 // stale says why a certificate must be issued again, or "" to keep it.

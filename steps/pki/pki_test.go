@@ -491,3 +491,36 @@ func TestIssueNode(t *testing.T) {
 		}
 	}
 }
+
+// TestIssueNode_ServerHost: a joined node's kubeconfig names the API
+// server at the lab gateway, on the server's port; the other kubeconfigs
+// keep the server's own host, and a later Ensure that knows the node
+// keeps its host too.
+func TestIssueNode_ServerHost(t *testing.T) {
+	o := options(t)
+	o.Server = pki.ServerURL(16443)
+	ensure(t, o)
+	n := pki.Node{Name: "node-2", Hosts: []string{"172.20.5.2"}, ServerHost: "172.20.5.1"}
+	if _, err := pki.IssueNode(o, n); err != nil {
+		t.Fatal(err)
+	}
+	server := func(name string) string {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.Layout.Kubeconfig(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Host
+	}
+	if got := server("node-2"); got != "https://172.20.5.1:16443" {
+		t.Errorf("node-2's kubeconfig names %s, want https://172.20.5.1:16443", got)
+	}
+	if got := server("admin"); got != "https://127.0.0.1:16443" {
+		t.Errorf("admin's kubeconfig names %s", got)
+	}
+	o.Nodes = append(o.Nodes, n)
+	o.Server = pki.ServerURL(26443)
+	ensure(t, o)
+	if got := server("node-2"); got != "https://172.20.5.1:26443" {
+		t.Errorf("after init on another port, node-2's kubeconfig names %s, want https://172.20.5.1:26443", got)
+	}
+}

@@ -50,6 +50,10 @@ type Credential struct {
 	// Kubeconfig, if not empty, names the kubeconfig that carries the
 	// certificate: kubeconfigs/<Kubeconfig>.kubeconfig.
 	Kubeconfig string
+	// ServerHost, if not empty, is the host the kubeconfig names the API
+	// server by, at the server's port: a joined node's kubelet reaches it
+	// at the lab network's gateway.
+	ServerHost string
 }
 
 // Node is a node of the lab: its name, and the addresses and names its
@@ -57,6 +61,10 @@ type Credential struct {
 type Node struct {
 	Name  string
 	Hosts []string
+	// ServerHost, if not empty, is where the node's kubeconfig says the
+	// API server is, instead of the server's own host: the lab gateway,
+	// for a node that joined as a machine of its own (podlab node join).
+	ServerHost string
 }
 
 // reservedNames are the credentials' file names: a node may not take one.
@@ -122,8 +130,10 @@ func NodeCredentials(n Node) ([]Credential, error) {
 	}
 	user := NodeUserPrefix + n.Name
 	dns, ips := splitHosts(n.Hosts)
+	kubeletClient := client(n.Name, "the kubelet of "+n.Name+", as a client of the API server", user, GroupNodes)
+	kubeletClient.ServerHost = n.ServerHost
 	return []Credential{
-		client(n.Name, "the kubelet of "+n.Name+", as a client of the API server", user, GroupNodes),
+		kubeletClient,
 		{
 			Name:    "kubelet-" + n.Name,
 			Purpose: "the kubelet of " + n.Name + "'s serving certificate, for its API (logs, exec)",

@@ -19,6 +19,7 @@
 //	  registry/                         the in-process registry's blobs
 //	  demo-images/                      `make images` (kept by reset, removed by reset --all)
 //	  cache/                            downloaded .debs (kept likewise)
+//	  lab/network.json                  the lab network: CIDR, gateway, bridge (steps/machine)
 //	  nodes/<node>/                     one kubelet's runtime, as if on its own machine:
 //	    content/ runc/ containers/      as above, the node's own
 //	    bundles/<pod-uid>/<container>/  the pods' bundles
@@ -28,6 +29,8 @@
 //	    netns/ ipcns/ utsns/<pod-uid>   the pods' pinned namespaces (bind mounts)
 //	    userns/<pod-uid>                a pod's user namespace (hostUsers: false only)
 //	    pods/<pod-uid>/userns           its range of host ids (Kubernetes' format)
+//	    machine/net                     a joined node's network namespace (bind mount; podlab node join)
+//	    machine/address.json            its address on the lab network and its veth pair
 //
 // One path is outside the state directory: the machine-wide claims on user
 // namespace ranges, UsernsClaimsDir (/var/lib/podlab-userns), since host ids

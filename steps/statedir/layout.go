@@ -144,7 +144,7 @@ func (l Layout) Nodes() ([]Node, error) {
 
 // ResetEntries are the top-level entries podlab reset removes.
 func ResetEntries() []string {
-	return []string{nodesDir, containersDir, runcDir, bundlesDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir}
+	return []string{nodesDir, containersDir, runcDir, bundlesDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir, labDir}
 }
 
 // KeptEntries are the top-level entries reset keeps unless --all: they
@@ -154,6 +154,27 @@ func KeptEntries() []string { return []string{demoImagesDir, cacheDir} }
 // Markers are the entries of which one must exist for a directory to be
 // podlab's.
 func Markers() []string { return []string{etcdDir, nodesDir, contentDir} }
+
+// The lab network's directory (see steps/machine).
+const (
+	labDir        = "lab"
+	labRecordFile = "network.json"
+	labLockFile   = "lock"
+	machineRecord = "address.json"
+)
+
+// LabDir holds the record of the state directory's lab network (podlab
+// init chooses it; steps/machine): the network every joined node's machine
+// is on, and the API server's address there.
+func (l Layout) LabDir() string { return filepath.Join(l.Dir, labDir) }
+
+// LabRecord is the lab network as it was chosen, which every command reads
+// so that all agree: its CIDR, gateway and bridge.
+func (l Layout) LabRecord() string { return filepath.Join(l.LabDir(), labRecordFile) }
+
+// LabLock is the file podlab node join and leave hold locked (flock) while
+// they change the lab network: one address per machine.
+func (l Layout) LabLock() string { return filepath.Join(l.LabDir(), labLockFile) }
 
 // The cluster's PKI and kubeconfigs (podlab init; see steps/pki).
 const (
@@ -260,6 +281,10 @@ func (n Node) BridgeName() string {
 	sum := sha256.Sum256([]byte(filepath.Clean(n.Dir)))
 	return bridgePrefix + hex.EncodeToString(sum[:4])
 }
+
+// MachineRecord is the record of a joined node's link to the lab network:
+// its address and its veth pair's names.
+func (n Node) MachineRecord() string { return filepath.Join(n.MachineDir(), machineRecord) }
 
 // ContentDir is the node's content store.
 func (n Node) ContentDir() string { return filepath.Join(n.Dir, contentDir) }

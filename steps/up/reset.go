@@ -19,11 +19,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -64,6 +66,11 @@ type ResetResult struct {
 	// why.
 	Removed []string
 	Kept    []string
+	// Machines are the joined nodes whose machines were removed (their
+	// processes stopped, veth, namespace and its mount removed), and Lab
+	// the lab network's bridge and FORWARD rule, if they were there.
+	Machines []string
+	Lab      string
 }
 
 // CheckStateDir refuses a directory that holds none of what podlab makes
@@ -92,7 +99,10 @@ func CheckStateDir(dir string) error {
 	return fmt.Errorf("%w: %s has no %s/ inside: nothing of podlab's to remove (is --state-dir right?)", ErrNotStateDir, abs, strings.Join(statedir.Markers(), "/, "))
 }
 
-// Reset removes what podlab made under opts.StateDir: every container
+// Reset removes what podlab made under opts.StateDir: first the machines
+// of joined nodes (what runs in them stopped, their veths and network
+// namespaces removed) and the lab network's bridge and FORWARD rule (see
+// steps/machine), then every container
 // (runc kill and delete, under every node's runc root and the top-level
 // one), the mounts under the directory (unmounted first), the state
 // directory's own cgroup root (/podlab-<hash>, see steps/statedir) in every
@@ -115,6 +125,13 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 	dir := layout.Dir
 	res := &ResetResult{}
 	var errs []error
+
+	// 0. The machines of joined nodes: what runs in them stops first (a
+	// kubelet would start containers again), then their veths and
+	// namespaces go, and the lab network with the last.
+	if err := resetMachines(ctx, layout, res); err != nil {
+		errs = append(errs, err)
+	}
 
 	// 1. The containers: runc delete --force kills each, removes runc's
 	// state and its cgroups; podlab's containers/<id> goes with it.
@@ -390,4 +407,41 @@ func leaves(set map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// resetMachines removes every joined node's machine, then the lab network
+// (bridge and FORWARD rule), which may be there with no machine left after
+// a crash.
+func resetMachines(ctx context.Context, l statedir.Layout, res *ResetResult) error {
+	var errs []error
+	nodes, err := l.Nodes()
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if _, err := os.Lstat(n.MachineNetns()); err != nil {
+			if _, lerr := machine.Load(n); errors.Is(lerr, machine.ErrNotJoined) {
+				continue
+			}
+		}
+		left, err := machine.Leave(ctx, l, n.Name, 5*time.Second)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("removing the machine of node %s: %w", n.Name, err))
+		}
+		if left != nil {
+			res.Machines = append(res.Machines, fmt.Sprintf("%s (%s, veth %s, %d processes stopped)", n.Name, left.Machine.Address, left.Machine.HostVeth, len(left.Stopped)))
+		}
+	}
+	lab, err := machine.LoadLab(l)
+	if errors.Is(err, machine.ErrNoLab) {
+		return errors.Join(errs...)
+	}
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if err := machine.Down(ctx, lab); err != nil {
+		errs = append(errs, err)
+	}
+	res.Lab = fmt.Sprintf("%s: bridge %s (gone) and its FORWARD rule", lab.CIDR, lab.Bridge)
+	return errors.Join(errs...)
 }

@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ServerConfig is how `podlab apiserver` serves, named after
@@ -23,6 +26,12 @@ type ServerConfig struct {
 	// --tls-private-key-file), and the CA that signs client certificates
 	// (--client-ca-file).
 	TLSCertFile, TLSPrivateKeyFile, ClientCAFile string
+	// AlsoOn are more addresses to serve on, at the same port: the lab
+	// network's gateway, where joined nodes reach the API server. Each is
+	// bound with IP_FREEBIND, so the address need not exist yet (the lab
+	// bridge gets it when the first node joins). Ignored when BindAddress
+	// is unspecified (0.0.0.0 covers them).
+	AlsoOn []string
 }
 
 // ErrNoServingCertificate: the certificate files are missing.
@@ -76,6 +85,22 @@ func ListenAndServe(ctx context.Context, cfg ServerConfig, h http.Handler, ready
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another podlab apiserver running? choose another --secure-port)", addr, err)
 	}
+	lns := []net.Listener{ln}
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	if bind := net.ParseIP(cfg.BindAddress); bind == nil || !bind.IsUnspecified() {
+		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		for _, a := range cfg.AlsoOn {
+			l, err := listenFreebind(ctx, net.JoinHostPort(a, port))
+			if err != nil {
+				return err
+			}
+			lns = append(lns, l)
+		}
+	}
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	srv := &http.Server{
@@ -87,8 +112,10 @@ func ListenAndServe(ctx context.Context, cfg ServerConfig, h http.Handler, ready
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeTLS(ln, "", "") }()
+	done := make(chan error, len(lns))
+	for _, l := range lns {
+		go func() { done <- srv.ServeTLS(l, "", "") }()
+	}
 	select {
 	case err := <-done:
 		return fmt.Errorf("serving on %s: %w", addr, err)
@@ -101,6 +128,25 @@ func ListenAndServe(ctx context.Context, cfg ServerConfig, h http.Handler, ready
 		return fmt.Errorf("stopping the server: %w", err)
 	}
 	return nil
+}
+
+// listenFreebind listens on addr with IP_FREEBIND: the address may be
+// one the host does not have yet.
+func listenFreebind(ctx context.Context, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s (the lab network's gateway): %w (is another podlab apiserver of this state directory running?)", addr, err)
+	}
+	return ln, nil
 }
 
 // ErrNoKubeletClientCertificate: the API server's client certificate for

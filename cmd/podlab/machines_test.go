@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/moby/sys/mountinfo"
+	"github.com/vishvananda/netlink"
+
+	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/machine"
+	"github.com/podlab/podlab/steps/statedir"
+)
+
+// hostTraces lists what of state's is on the host, outside its files:
+// links (its bridge, its nodes' veths), iptables rules naming it, routes
+// through its bridge, mounts under it, network namespaces of its machines
+// and cgroups under its root.
+func hostTraces(t *testing.T, state string, nodes ...string) []string {
+	t.Helper()
+	l := statedir.Layout{Dir: state}
+	var out []string
+	names := []string{machine.BridgeName(l)}
+	for _, n := range nodes {
+		names = append(names, machine.VethName(l, n))
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range links {
+		if slices.Contains(names, k.Attrs().Name) {
+			out = append(out, "link "+k.Attrs().Name)
+			routes, _ := netlink.RouteList(k, netlink.FAMILY_V4)
+			for _, r := range routes {
+				out = append(out, "route "+r.String())
+			}
+		}
+	}
+	for _, table := range []string{"filter", "nat"} {
+		rules, err := exec.Command("iptables", "-t", table, "-S").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range strings.Split(string(rules), "\n") {
+			if strings.Contains(r, state) || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(r, n) }) {
+				out = append(out, "iptables "+r)
+			}
+		}
+	}
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		out = append(out, "mount "+m.Mountpoint)
+	}
+	for _, n := range nodes {
+		if _, err := os.Lstat(l.Node(n).MachineNetns()); err == nil {
+			out = append(out, "netns "+l.Node(n).MachineNetns())
+		}
+	}
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+	hierarchies = append(hierarchies, "/sys/fs/cgroup")
+	for _, h := range hierarchies {
+		if _, err := os.Stat(filepath.Join(h, l.CgroupRoot())); err == nil {
+			out = append(out, "cgroup "+filepath.Join(h, l.CgroupRoot()))
+		}
+	}
+	return out
+}
+
+// TestNodeJoin_BadInput: each refused with what to do, and nothing made.
+func TestNodeJoin_BadInput(t *testing.T) {
+	testenv.RequireRoot(t)
+	state := testenv.StateDir(t)
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(freePort(t)))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"upper case", []string{"node", "join", "Node-2"}, "a machine's name is its host name, a DNS label"},
+		{"a subdomain, not a label", []string{"node", "join", "node.two"}, "a DNS label"},
+		{"no name", []string{"node", "join"}, "needs one name"},
+		{"a reserved name", []string{"node", "join", "admin"}, "choose another name"},
+		{"before the API server is up", []string{"node", "join", "node-2"}, "no podlab apiserver serves"},
+		{"leave of a node that never joined", []string{"node", "leave", "node-3"}, "node-3: the node has not joined"},
+		{"leave of a bad name", []string{"node", "leave", "Node_3"}, "a DNS label"},
+		{"init with a public lab network", []string{"init", "--lab-cidr", "8.8.8.0/24"}, "not in a private range"},
+		{"init with another lab network", []string{"init", "--lab-cidr", "192.168.251.0/24"}, "the state directory has another lab network"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, err := podlab(t, state, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("podlab %s: %v, want an error saying %q\n%s%s", strings.Join(tc.args, " "), err, tc.want, out, errOut)
+			}
+			if tr := hostTraces(t, state, "node-2", "node-3"); len(tr) != 0 {
+				t.Errorf("left behind: %v", tr)
+			}
+			if _, err := os.Stat(statedir.Layout{Dir: state}.Node("node-2").MachineDir()); err == nil {
+				t.Error("node-2's machine directory is left")
+			}
+		})
+	}
+}
+
+// TestNodeJoin_APIServerWithoutTheGateway: an API server that does not
+// listen on the lab gateway (started before init chose the lab network)
+// fails the join, and the join removes all it made, the bridge too.
+func TestNodeJoin_APIServerWithoutTheGateway(t *testing.T) {
+	testenv.RequireRoot(t)
+	state := testenv.StateDir(t)
+	l := statedir.Layout{Dir: state}
+	port := freePort(t)
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
+	rec, err := os.ReadFile(l.LabRecord())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(l.LabRecord()) // the API server finds no lab network...
+	srv, _ := startAPIServer(t, state, port)
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	if err := os.WriteFile(l.LabRecord(), rec, 0o644); err != nil { // ...the join does
+		t.Fatal(err)
+	}
+	_, _, err = podlab(t, state, "node", "join", "node-2")
+	if err == nil || !strings.Contains(err.Error(), "does not answer") || !strings.Contains(err.Error(), "restart podlab apiserver") {
+		t.Fatalf("join: %v, want the API server not answering at the gateway, with the fix", err)
+	}
+	if tr := hostTraces(t, state, "node-2"); len(tr) != 0 {
+		t.Errorf("a failed join left: %v", tr)
+	}
+	if _, err := os.Stat(l.Node("node-2").MachineDir()); err == nil {
+		t.Error("a failed join left node-2's machine directory")
+	}
+}
+
+// TestNodeJoin_Machines: two nodes joined as machines of their own, their
+// kubelets inside their network namespaces, pods Running on both, kubectl
+// logs through the lab network, a kubelet killed and started again, then
+// leave and reset leave nothing on the host.
+func TestNodeJoin_Machines(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.Runc(t)
+	kubectl := testenv.Kubectl(t)
+	state := testenv.StateDir(t)
+	l := statedir.Layout{Dir: state}
+	port := freePort(t)
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
+	srv, srvErr := startAPIServer(t, state, port)
+	stopAPIServer := func() {
+		if srv.ProcessState == nil {
+			srv.Process.Signal(syscall.SIGTERM)
+			srv.Wait()
+		}
+	}
+	t.Cleanup(stopAPIServer)
+	nodes := []string{"node-a", "node-b"}
+	t.Cleanup(func() { // whatever happened: nothing of this test stays on the host
+		for _, n := range nodes {
+			machine.Leave(context.Background(), l, n, time.Second)
+		}
+	})
+	if tr := hostTraces(t, state, nodes...); len(tr) != 0 {
+		t.Fatalf("before: %v", tr)
+	}
+	lab, err := machine.LoadLab(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { machine.Down(context.Background(), lab) })
+	for _, n := range nodes {
+		out := mustPodlab(t, state, "node", "join", n)
+		for _, want := range []string{"network namespace " + l.Node(n).MachineNetns(), "bridge   " + lab.Bridge, "Next: podlab kubelet --node " + n} {
+			if !strings.Contains(out, want) {
+				t.Errorf("podlab node join %s does not say %q:\n%s", n, want, out)
+			}
+		}
+	}
+	if _, _, err := podlab(t, state, "node", "join", "node-a"); err == nil || !strings.Contains(err.Error(), "the node has joined already") {
+		t.Errorf("a second join of node-a: %v, want it refused", err)
+	}
+	ms := map[string]machine.Machine{}
+	for _, n := range nodes {
+		m, err := machine.Load(l.Node(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[n] = m
+	}
+
+	// a registry on the lab network, where the nodes pull from
+	var ln net.Listener
+	if ln, err = net.Listen("tcp", net.JoinHostPort(lab.Gateway.String(), "0")); err != nil {
+		t.Fatal(err)
+	}
+	reg := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	go reg.Serve(ln)
+	t.Cleanup(func() { reg.Close() })
+	ref := pushShell(t, ln.Addr().String())
+
+	kubelets := map[string]*exec.Cmd{}
+	kout := map[string]*lockedBuffer{}
+	startKubelet := func(n string) {
+		kubelets[n], kout[n] = startComponent(t, state, "kubelet", "--node", n, "--insecure")
+	}
+	for _, n := range nodes {
+		startKubelet(n)
+	}
+	admin := func(args ...string) string {
+		t.Helper()
+		out, err := kubectlWith(kubectl, l.Kubeconfig("admin"), args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s\nnode-a's kubelet:\n%s\nnode-b's kubelet:\n%s\napiserver:\n%s", strings.Join(args, " "), err, out, kout["node-a"], kout["node-b"], srvErr)
+		}
+		return out
+	}
+	inMachine := func(n string) {
+		t.Helper()
+		same, err := machine.SameNetns("/proc/"+strconv.Itoa(kubelets[n].Process.Pid)+"/ns/net", ms[n].Netns)
+		if err != nil || !same {
+			t.Errorf("the kubelet of %s (pid %d) is not in its machine's network namespace: %v", n, kubelets[n].Process.Pid, err)
+		}
+	}
+	for _, n := range nodes {
+		waitFor(t, 60*time.Second, func() bool {
+			out, _ := kubectlWith(kubectl, l.Kubeconfig("admin"), "get", "node", n, "-o", "wide", "--no-headers")
+			f := strings.Fields(out)
+			return len(f) > 5 && f[1] == "Ready" && f[5] == ms[n].IP().String()
+		}, n+" Ready with INTERNAL-IP "+ms[n].IP().String()+" in kubectl get nodes -o wide", kout[n])
+		inMachine(n)
+	}
+	for _, n := range nodes {
+		admin("run", "web-"+n, "--image="+ref, `--overrides={"spec":{"nodeName":"`+n+`"}}`, "--command", "--",
+			"/bin/sh", "-c", "echo hello from "+n+"; sleep 1000")
+	}
+	for _, n := range nodes {
+		admin("wait", "--for=condition=Ready", "pod/web-"+n, "--timeout=120s")
+		// the API server reaches the kubelet over the lab network
+		if out := admin("logs", "web-"+n); out != "hello from "+n+"\n" {
+			t.Errorf("kubectl logs web-%s: %q", n, out)
+		}
+	}
+
+	// node-a's kubelet killed, started again: it resumes, in its machine
+	kubelets["node-a"].Process.Kill()
+	kubelets["node-a"].Wait()
+	startKubelet("node-a")
+	waitFor(t, 60*time.Second, func() bool {
+		return strings.Contains(kout["node-a"].String(), "kubelet API: serving https://"+ms["node-a"].IP().String())
+	}, "node-a's new kubelet to serve on its lab address", kout["node-a"])
+	inMachine("node-a")
+	if out := admin("logs", "web-node-a"); out != "hello from node-a\n" {
+		t.Errorf("kubectl logs web-node-a after a kubelet restart: %q", out)
+	}
+	if out := admin("get", "pod", "web-node-a", "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].restartCount}"); out != "Running 0" {
+		t.Errorf("web-node-a after its kubelet restarted: %q, want Running 0 (not started again)", out)
+	}
+
+	// node-a leaves: drained, deleted, its machine gone; node-b stays
+	out := mustPodlab(t, state, "node", "leave", "node-a", "--timeout", "90s")
+	for _, want := range []string{"pod/default/web-node-a deleted", "node/node-a drained", "node/node-a deleted", "removed the veth " + ms["node-a"].HostVeth} {
+		if !strings.Contains(out, want) {
+			t.Errorf("podlab node leave does not say %q:\n%s", want, out)
+		}
+	}
+	kubelets["node-a"].Wait()
+	if out := admin("get", "nodes", "-o", "name"); strings.Contains(out, "node-a") {
+		t.Errorf("node-a is still a Node:\n%s", out)
+	}
+	tr := hostTraces(t, state, nodes...)
+	if slices.ContainsFunc(tr, func(s string) bool {
+		return strings.Contains(s, ms["node-a"].HostVeth) || strings.Contains(s, "node-a")
+	}) {
+		t.Errorf("node-a left traces: %v", tr)
+	}
+	if !slices.Contains(tr, "link "+lab.Bridge) || !slices.Contains(tr, "link "+ms["node-b"].HostVeth) {
+		t.Errorf("node-b's machine and the bridge should stay: %v", tr)
+	}
+
+	// reset: the API server stopped first, as kubeadm reset wants
+	admin("delete", "pod", "web-node-b", "--wait=false")
+	stopAPIServer()
+	out = mustPodlab(t, state, "reset", "--yes", "--runtime", testenv.Runc(t))
+	if !strings.Contains(out, "Removed machines") || !strings.Contains(out, "node-b") {
+		t.Errorf("reset does not say it removed node-b's machine:\n%s", out)
+	}
+	if tr := hostTraces(t, state, nodes...); len(tr) != 0 {
+		t.Errorf("after reset: %v\n%s", tr, out)
+	}
+	// reset stopped node-b's kubelet, which ran in its machine
+	done := make(chan error, 1)
+	go func() { done <- kubelets["node-b"].Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		kubelets["node-b"].Process.Kill()
+		t.Errorf("node-b's kubelet still runs after reset")
+	}
+}

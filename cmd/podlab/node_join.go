@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/apiserver/rest"
+	"github.com/podlab/podlab/steps/machine"
+	"github.com/podlab/podlab/steps/pki"
+	"github.com/podlab/podlab/steps/statedir"
+)
+
+// newNodeJoinCommand is `podlab node join`: a node becomes a machine of
+// its own on the lab network.
+func newNodeJoinCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "join",
+		Usage:     "make a node a machine of its own: a network namespace on the lab network, reaching the API server over it",
+		ArgsUsage: "NAME",
+		Description: `In a real cluster each node is a host on a network: its own network stack
+and address, and the API server somewhere across the network. kubeadm join
+makes a host a node; podlab node join makes a node a host:
+
+  machine    a network namespace of its own, pinned by a bind mount at
+             <state-dir>/nodes/NAME/machine/net, with lo up
+  eth0       one end of a veth pair, inside it, with the node's own address
+             on the lab network (the first free one; recorded in
+             <state-dir>/nodes/NAME/machine/address.json)
+  veth       the other end, pv<hex> in the host's namespace, on the lab bridge
+  bridge     plab<hex>, the lab network's switch, with the gateway (.1): the
+             host, where podlab apiserver listens too (made by the first
+             join, with an iptables FORWARD rule that accepts what it
+             forwards between nodes, since the host's bridges pass through
+             netfilter)
+
+A machine has no default route: only the lab network and loopback. The
+lab network is the one podlab init chose (--lab-cidr, PODLAB_LAB_CIDR, or a
+private /24 derived from the state directory).
+
+The API server must be running: the join checks from inside the machine
+that it answers at https://GATEWAY:PORT with a certificate that names the
+gateway (podlab init puts it there), and fails, having removed all it made,
+if not. Then the node gets its identity: system:node:NAME in the token
+file, its client certificate with a kubeconfig that names the API server at
+the gateway (kubeconfigs/NAME.kubeconfig), and its serving certificate with
+its lab address in the SANs (pki/kubelet-NAME.crt).
+
+Its kubelet (podlab kubelet --node NAME) then runs inside the machine:
+it registers the Node with InternalIP = its lab address, and serves its
+API there, where the API server sends kubectl logs and exec.
+
+podlab node leave NAME drains the node and removes the machine.`,
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return errors.New("podlab node join needs one name: podlab node join node-2")
+			}
+			name := c.Args().First()
+			if err := machine.CheckNodeName(name); err != nil {
+				return err
+			}
+			if err := pki.CheckNodeName(name); err != nil {
+				return err
+			}
+			dir, err := stateDir(c)
+			if err != nil {
+				return err
+			}
+			return joinNode(c.Context, c.App.Writer, statedir.Layout{Dir: dir}, name)
+		},
+	}
+}
+
+// joinNode makes node a machine (machine.Join), checks the API server
+// answers from inside it, and gives the node its identity; on a failure it
+// removes the machine again.
+func joinNode(ctx context.Context, w io.Writer, l statedir.Layout, node string) (err error) {
+	lab, err := machine.LoadLab(l)
+	if err != nil {
+		return err
+	}
+	claim, serving, err := rest.Serving(l.APIServerLock())
+	if err != nil {
+		return err
+	}
+	if !serving || claim.URL == "" {
+		return fmt.Errorf("joining node %s: no podlab apiserver serves %s: a node's kubelet needs one; start it (podlab apiserver &), then join", node, l.Dir)
+	}
+	u, err := url.Parse(claim.URL)
+	if err != nil {
+		return fmt.Errorf("the API server's URL %q: %w", claim.URL, err)
+	}
+	j, err := machine.Join(ctx, l, lab, node)
+	if err != nil {
+		return fmt.Errorf("joining node %s: %w", node, err)
+	}
+	defer func() {
+		if err != nil {
+			if _, lerr := machine.Leave(context.WithoutCancel(ctx), l, node, time.Second); lerr != nil {
+				err = errors.Join(err, fmt.Errorf("removing the machine again: %w", lerr))
+			}
+		}
+	}()
+	m := j.Machine
+	apiAddr := net.JoinHostPort(lab.Gateway.String(), u.Port())
+	if err := checkAPIServerFrom(ctx, l, m, apiAddr); err != nil {
+		return err
+	}
+	if _, err := apiserver.AddNodeUser(l.Dir, node); err != nil {
+		return fmt.Errorf("adding the kubelet's identity: %w", err)
+	}
+	pr, err := pki.IssueNode(pki.Options{Layout: l, Server: claim.URL}, joinedNode(m, lab))
+	if err != nil {
+		return fmt.Errorf("issuing the kubelet's certificates: %w", err)
+	}
+	made := func(b bool) string {
+		if b {
+			return "made"
+		}
+		return "kept"
+	}
+	fmt.Fprintf(w, "node %s is a machine of its own:\n", node)
+	fmt.Fprintf(w, "  machine  network namespace %s (a bind mount pins it), lo up, no default route\n", m.Netns)
+	fmt.Fprintf(w, "  eth0     %s inside it: its address on the lab network %s\n", m.Address, lab.CIDR)
+	fmt.Fprintf(w, "  veth     %s in the host's namespace, eth0's peer, on the bridge\n", m.HostVeth)
+	fmt.Fprintf(w, "  bridge   %s (%s), gateway %s; FORWARD rule %s: %s\n", lab.Bridge, made(j.Lab.Bridge), lab.Gateway, made(j.Lab.Rule), machine.RuleSpec(lab))
+	fmt.Fprintf(w, "The API server answers at https://%s from inside it (TLS verified against ca.crt).\n", apiAddr)
+	for _, it := range append(pr.Certificates, pr.Kubeconfigs...) {
+		fmt.Fprintf(w, "%s %s: %s%s\n", it.Action, it.Files[0], it.Purpose, because(it))
+	}
+	fmt.Fprintf(w, "Its kubelet acts as system:node:%s and runs inside the machine, InternalIP %s. Next: podlab kubelet --node %s\n", node, m.IP(), node)
+	return nil
+}
+
+// checkAPIServerFrom connects to the API server at addr from inside m and
+// verifies its certificate against the cluster CA, for the gateway's
+// address: what the kubelet will do.
+func checkAPIServerFrom(ctx context.Context, l statedir.Layout, m machine.Machine, addr string) error {
+	cas, err := pki.ClientCAs(l)
+	if err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := machine.Dial(dctx, m.Netns, addr)
+	if err != nil {
+		return fmt.Errorf("the API server does not answer at %s from inside node %s's machine: %w (restart podlab apiserver: one started before podlab init chose the lab network does not listen there)", addr, m.Node, err)
+	}
+	defer conn.Close()
+	host, _, _ := net.SplitHostPort(addr)
+	tc := tls.Client(conn, &tls.Config{RootCAs: cas, ServerName: host, MinVersion: tls.VersionTLS12})
+	if err := tc.HandshakeContext(dctx); err != nil {
+		return fmt.Errorf("the API server at %s, from inside node %s's machine: %w (its certificate must name the lab gateway: run podlab init again, then restart podlab apiserver)", addr, m.Node, err)
+	}
+	return nil
+}
