@@ -210,6 +210,9 @@ func TestSandbox_HostNetwork(t *testing.T) {
 			t.Errorf("%s namespace pinned: %v, want %v", kind, err == nil, want)
 		}
 	}
+	if got.Status.PodIP == "" || got.Status.PodIP != got.Status.HostIP {
+		t.Errorf("a hostNetwork pod's IP is its node's: podIP %q, hostIP %q", got.Status.PodIP, got.Status.HostIP)
+	}
 	host, _ := os.Hostname()
 	var out strings.Builder
 	if _, err := kubelet.Logs(context.Background(), c.dir, got, &out, kubelet.LogsOptions{}); err != nil {

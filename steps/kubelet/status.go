@@ -139,6 +139,11 @@ func (k *Kubelet) computeStatus(pod *corev1.Pod, st *PodState, ov map[string]*ov
 	}
 	if ip := k.nodeIP; ip != "" {
 		s.HostIP, s.HostIPs = ip, []corev1.HostIP{{IP: ip}}
+		if pod.Spec.HostNetwork {
+			// a hostNetwork pod has no sandbox network of its own: its IP
+			// is the node's, as the kubelet's generateAPIPodStatus says
+			s.PodIP, s.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+		}
 	}
 	deleting := pod.DeletionTimestamp != nil
 	for i := range pod.Spec.Containers {
