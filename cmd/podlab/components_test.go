@@ -290,6 +290,38 @@ func TestKubelet_BootstrapsItsCertificate(t *testing.T) {
 	}
 }
 
+// A new node's kubelet started as a daemon with its API on --port 0 (a
+// second kubelet on the machine, as lesson 15 starts node-2) bootstraps
+// both its certificates before it opens its API: the serving one too.
+func TestKubelet_BootstrapsItsServingCertificate(t *testing.T) {
+	kubectl := testenv.Kubectl(t)
+	state := testenv.StateDir(t)
+	mustPodlab(t, state, "init")
+	serveAPI(t, state)
+	l := statedir.Layout{Dir: state}
+	cmd, out := startComponent(t, state, "kubelet", "--node", "node-7", "--port", "0")
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	registered := func() bool {
+		got, err := kubectlWith(kubectl, l.Kubeconfig("admin"), "get", "node", "node-7", "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}")
+		return err == nil && got != "" && got != "0"
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !registered() {
+		select {
+		case <-exited:
+			t.Fatalf("podlab kubelet --node node-7 --port 0 exited:\n%s", out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node-7 did not register with its kubelet's API port within 30 s:\n%s", out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "kubelet API: serving https://127.0.0.1:") {
+		t.Errorf("the kubelet does not serve its API:\n%s", out.String())
+	}
+}
+
 // podlab reset refuses while a podlab apiserver serves the store, and
 // loses nothing; once the API server is stopped it resets.
 func TestReset_RefusedWhileTheAPIServerServes(t *testing.T) {

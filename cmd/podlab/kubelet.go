@@ -174,6 +174,11 @@ Examples:
 	Action: func(c *cli.Context) error {
 		var api *kubeletAPI
 		if !c.Bool("next") && !c.Bool("once") && c.String("pod") == "" && c.String("stage") == "" {
+			// A new node's certificates first: bootstrapping issues its
+			// serving certificate with its client one.
+			if err := nodeKubeconfig(c, c.String("node")); err != nil {
+				return err
+			}
 			var err error
 			if api, err = listenKubeletAPI(c); err != nil {
 				return err
