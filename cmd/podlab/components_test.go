@@ -299,24 +299,13 @@ func TestKubelet_BootstrapsItsServingCertificate(t *testing.T) {
 	mustPodlab(t, state, "init")
 	serveAPI(t, state)
 	l := statedir.Layout{Dir: state}
-	cmd, out := startComponent(t, state, "kubelet", "--node", "node-7", "--port", "0")
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	registered := func() bool {
+	// (startComponent's clean-up waits for the process: it is not waited
+	// for here as well, which would leave that clean-up blocked.)
+	_, out := startComponent(t, state, "kubelet", "--node", "node-7", "--port", "0")
+	waitFor(t, 20*time.Second, func() bool {
 		got, err := kubectlWith(kubectl, l.Kubeconfig("admin"), "get", "node", "node-7", "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}")
 		return err == nil && got != "" && got != "0"
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !registered() {
-		select {
-		case <-exited:
-			t.Fatalf("podlab kubelet --node node-7 --port 0 exited:\n%s", out.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node-7 did not register with its kubelet's API port within 30 s:\n%s", out.String())
-		}
-	}
+	}, "node-7 registered with its kubelet's API port", out)
 	if !strings.Contains(out.String(), "kubelet API: serving https://127.0.0.1:") {
 		t.Errorf("the kubelet does not serve its API:\n%s", out.String())
 	}
