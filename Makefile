@@ -93,7 +93,8 @@ test: deps build images
 
 ## bench: podlab against crane, tar, umoci and bare runc, side by side in one run;
 ## the API server over HTTPS (issue 13: creates, watch delivery, kubectl get,
-## the scheduler and pod start-up over the network); then the store and the
+## the scheduler and pod start-up over the network; issue 14: a node dies,
+## from its taint to its Deployment's pods Running elsewhere); then the store and the
 ## REST layer's own benchmarks, creates on a real etcd against bbolt among
 ## them (issue 14: etcd >= 0.5x bbolt). Each prints ns/op and its custom metrics
 ## (creates/s, p99-ms, pods/s...); a missed target fails the run, after

@@ -77,7 +77,18 @@ func TestLessons(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { cleanUp(t, podlab, runcBin, state) })
+	t.Cleanup(func() {
+		cleanUp(t, podlab, runcBin, state)
+		// A lesson with a cluster of its own (15) keeps its state
+		// directory in the working directory, and resets it at its end;
+		// if it stopped before, reset it here.
+		own, _ := filepath.Glob(filepath.Join(work, "*"))
+		for _, d := range own {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() && madeByPodlab(d) {
+				cleanUp(t, podlab, runcBin, d)
+			}
+		}
+	})
 	registry := startRegistry(t, podlab, state, layout, filepath.Join(tmp, "registry.log"))
 	t.Logf("podlab %s, demo images %s, registry %s, state %s (setup took %s)", podlab, layout, registry, state, time.Since(start).Round(time.Millisecond))
 

@@ -166,7 +166,7 @@ func newComponentClient(kubeconfig, identity string, opts ...remote.Option) (*re
 	}
 	agent := "kubelet" // a node's
 	switch identity {
-	case "kube-scheduler", "kube-controller-manager":
+	case "kube-scheduler", "kube-controller-manager", "network-agent":
 		agent = identity
 	case "admin":
 		agent = "podlab"

@@ -93,6 +93,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			schedulerCommand,
 			controllerManagerCommand,
 			kubeletCommand,
+			newNetworkAgentCommand(),
 			logsCommand,
 			traceCommand,
 			execCommand,

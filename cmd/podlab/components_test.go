@@ -290,6 +290,27 @@ func TestKubelet_BootstrapsItsCertificate(t *testing.T) {
 	}
 }
 
+// A new node's kubelet started as a daemon with its API on --port 0 (a
+// second kubelet on the machine, as lesson 15 starts node-2) bootstraps
+// both its certificates before it opens its API: the serving one too.
+func TestKubelet_BootstrapsItsServingCertificate(t *testing.T) {
+	kubectl := testenv.Kubectl(t)
+	state := testenv.StateDir(t)
+	mustPodlab(t, state, "init")
+	serveAPI(t, state)
+	l := statedir.Layout{Dir: state}
+	// (startComponent's clean-up waits for the process: it is not waited
+	// for here as well, which would leave that clean-up blocked.)
+	_, out := startComponent(t, state, "kubelet", "--node", "node-7", "--port", "0")
+	waitFor(t, 20*time.Second, func() bool {
+		got, err := kubectlWith(kubectl, l.Kubeconfig("admin"), "get", "node", "node-7", "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}")
+		return err == nil && got != "" && got != "0"
+	}, "node-7 registered with its kubelet's API port", out)
+	if !strings.Contains(out.String(), "kubelet API: serving https://127.0.0.1:") {
+		t.Errorf("the kubelet does not serve its API:\n%s", out.String())
+	}
+}
+
 // podlab reset refuses while a podlab apiserver serves the store, and
 // loses nothing; once the API server is stopped it resets.
 func TestReset_RefusedWhileTheAPIServerServes(t *testing.T) {

@@ -195,6 +195,11 @@ Examples:
 		}
 		var api *kubeletAPI
 		if !c.Bool("next") && !c.Bool("once") && c.String("pod") == "" && c.String("stage") == "" {
+			// A new node's certificates first: bootstrapping issues its
+			// serving certificate with its client one.
+			if err := nodeKubeconfig(c, c.String("node")); err != nil {
+				return err
+			}
 			var err error
 			if api, err = listenKubeletAPI(c, m); err != nil {
 				return err

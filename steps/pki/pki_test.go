@@ -73,6 +73,7 @@ func TestEnsure_Certificates(t *testing.T) {
 		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", nil, client, nil, nil},
 		{"admin", "admin", []string{"system:masters"}, client, nil, nil},
 		{"kube-scheduler", "system:kube-scheduler", nil, client, nil, nil},
+		{"network-agent", "network-agent", nil, client, nil, nil},
 		{"kube-controller-manager", "system:kube-controller-manager", nil, client, nil, nil},
 		{"developer", "developer", []string{"developers"}, client, nil, nil},
 		{"viewer", "viewer", []string{"viewers"}, client, nil, nil},
@@ -160,6 +161,7 @@ func TestEnsure_Kubeconfigs(t *testing.T) {
 		{"node-1", "system:node:node-1"},
 		{"developer", "developer"},
 		{"viewer", "viewer"},
+		{"network-agent", "network-agent"},
 	}
 	if len(res.Kubeconfigs) != len(tests) {
 		t.Errorf("made %d kubeconfigs, want %d", len(res.Kubeconfigs), len(tests))

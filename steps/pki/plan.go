@@ -24,6 +24,11 @@ const (
 	// kubeadm:apiserver-kubelet-client); older releases put it in
 	// kubeadm:cluster-admins, and before v1.29 in system:masters.
 	KubeletClientCommonName = "kube-apiserver-kubelet-client"
+	// NetworkAgentUser is the network agent's user (podlab network-agent,
+	// flannel's part), with no group: the API server's bootstrap policy
+	// binds it to the ClusterRole network-agent (get, list, watch nodes),
+	// as flannel's ServiceAccount is bound to the ClusterRole flannel.
+	NetworkAgentUser = "network-agent"
 )
 
 // ServiceIP is the first address of the default Service CIDR
@@ -68,7 +73,7 @@ type Node struct {
 }
 
 // reservedNames are the credentials' file names: a node may not take one.
-var reservedNames = []string{"ca", "apiserver", "apiserver-kubelet-client", "admin", "kube-scheduler", "kube-controller-manager", "developer", "viewer"}
+var reservedNames = []string{"ca", "apiserver", "apiserver-kubelet-client", "admin", "kube-scheduler", "kube-controller-manager", "developer", "viewer", "network-agent"}
 
 // CheckNodeName says what is wrong with a node name, if anything: it must be
 // a DNS subdomain (as a Node's name), and must not share its files with
@@ -110,6 +115,7 @@ func Credentials(apiserverHosts []string, nodes []Node) ([]Credential, error) {
 		client("kube-controller-manager", "the controller manager's identity", "system:kube-controller-manager"),
 		client("developer", "a developer, who may edit the default namespace", "developer", "developers"),
 		client("viewer", "a viewer, who may only read", "viewer", "viewers"),
+		client("network-agent", "the network agent (flannel's part): reads every Node, to route to its pods", NetworkAgentUser),
 	}
 	for _, n := range nodes {
 		cs, err := NodeCredentials(n)

@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -85,7 +87,7 @@ func Listen(addr string) (net.Listener, error) {
 func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 	ready := &atomic.Bool{}
 	ready.Store(true)
-	h, err := newHandler(opts, ready)
+	h, err := newHandler(opts, ready, "")
 	if err != nil {
 		ln.Close()
 		return err
@@ -103,7 +105,7 @@ func Run(ctx context.Context, ln net.Listener, layoutDir string, opts Options, r
 		return err
 	}
 	isReady := &atomic.Bool{}
-	h, err := newHandler(opts, isReady)
+	h, err := newHandler(opts, isReady, layoutDir)
 	if err != nil {
 		ln.Close()
 		return err
@@ -159,15 +161,22 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 // loadUserAgent marks the requests Load makes, so that the log can leave them out.
 const loadUserAgent = "podlab-registry-load"
 
-func newHandler(opts Options, ready *atomic.Bool) (http.Handler, error) {
+// newHandler is the registry's HTTP handler. Blobs of the OCI layout at
+// layoutDir (if any) are served from the layout when BlobDir has lost
+// them: podlab reset removes BlobDir, the registry serving on.
+func newHandler(opts Options, ready *atomic.Bool, layoutDir string) (http.Handler, error) {
 	if opts.BlobDir == "" {
 		return nil, errors.New("starting the registry: no blob directory given")
 	}
 	if err := os.MkdirAll(opts.BlobDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the registry's blob directory: %w", err)
 	}
+	var blobs ggcrregistry.BlobHandler = ggcrregistry.NewDiskBlobHandler(opts.BlobDir)
+	if layoutDir != "" {
+		blobs = &layoutFallback{disk: blobs, dir: opts.BlobDir, layout: layoutDir}
+	}
 	reg := ggcrregistry.New(
-		ggcrregistry.WithBlobHandler(ggcrregistry.NewDiskBlobHandler(opts.BlobDir)),
+		ggcrregistry.WithBlobHandler(blobs),
 		ggcrregistry.Logger(log.New(io.Discard, "", 0)), // requests are logged below, one line each
 	)
 	mux := http.NewServeMux()
@@ -221,4 +230,62 @@ func size(n int64) string {
 	default:
 		return fmt.Sprintf("%dB", n)
 	}
+}
+
+// diskBlobs is what ggcr's disk blob handler does.
+type diskBlobs interface {
+	ggcrregistry.BlobHandler
+	ggcrregistry.BlobStatHandler
+	ggcrregistry.BlobPutHandler
+	ggcrregistry.BlobDeleteHandler
+}
+
+// layoutFallback serves blobs from disk, and a blob the disk has lost
+// (podlab reset removed the registry's directory while it served) from
+// the OCI layout the registry loaded its images from, read-only. Without
+// it every pull after a reset gets its manifests (kept in memory) and
+// then 404 for each blob.
+type layoutFallback struct {
+	disk   ggcrregistry.BlobHandler
+	dir    string // the disk's directory
+	layout string
+}
+
+func (f *layoutFallback) inLayout(h v1.Hash) string {
+	return filepath.Join(f.layout, "blobs", h.Algorithm, h.Hex)
+}
+
+func (f *layoutFallback) Stat(ctx context.Context, repo string, h v1.Hash) (int64, error) {
+	n, err := f.disk.(diskBlobs).Stat(ctx, repo, h)
+	if !errors.Is(err, ggcrregistry.ErrNotFound) {
+		return n, err
+	}
+	fi, lerr := os.Stat(f.inLayout(h))
+	if lerr != nil {
+		return n, err
+	}
+	return fi.Size(), nil
+}
+
+func (f *layoutFallback) Get(ctx context.Context, repo string, h v1.Hash) (io.ReadCloser, error) {
+	rc, err := f.disk.Get(ctx, repo, h)
+	if !errors.Is(err, os.ErrNotExist) {
+		return rc, err
+	}
+	if lrc, lerr := os.Open(f.inLayout(h)); lerr == nil {
+		return lrc, nil
+	}
+	return nil, ggcrregistry.ErrNotFound
+}
+
+// Put makes the blob directory again if it was removed, then writes to it.
+func (f *layoutFallback) Put(ctx context.Context, repo string, h v1.Hash, rc io.ReadCloser) error {
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return fmt.Errorf("making the registry's blob directory again: %w", err)
+	}
+	return f.disk.(diskBlobs).Put(ctx, repo, h, rc)
+}
+
+func (f *layoutFallback) Delete(ctx context.Context, repo string, h v1.Hash) error {
+	return f.disk.(diskBlobs).Delete(ctx, repo, h)
 }

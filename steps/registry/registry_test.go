@@ -265,6 +265,70 @@ func TestRun_LoadsThenServes(t *testing.T) {
 	}
 }
 
+// The blob directory removed while the registry serves (podlab reset
+// does it, lesson 13): pulls still work, the blobs read from the layout
+// the registry loaded, and a push makes the directory again.
+func TestRun_BlobDirRemoved(t *testing.T) {
+	dir, _ := demoLayout(t)
+	blobDir := filepath.Join(t.TempDir(), "registry")
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	readyc := make(chan []Loaded, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, ln, dir, Options{BlobDir: blobDir}, func(l []Loaded) { readyc <- l }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-readyc:
+	case err := <-done:
+		t.Fatalf("Run returned before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run never became ready")
+	}
+	if err := os.RemoveAll(blobDir); err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(mustRef(t, addr+"/podlab/hello:1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range layers {
+		rc, err := l.Compressed()
+		if err != nil {
+			t.Fatalf("a layer after the blob directory went: %v", err)
+		}
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			t.Fatalf("reading a layer after the blob directory went: %v", err)
+		}
+		rc.Close()
+	}
+	if _, err := img.RawConfigFile(); err != nil {
+		t.Errorf("the config after the blob directory went: %v", err)
+	}
+	pushed, err := random.Image(100, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(mustRef(t, addr+"/pushed:1"), pushed); err != nil {
+		t.Errorf("a push after the blob directory went: %v", err)
+	}
+	if _, err := os.Stat(blobDir); err != nil {
+		t.Errorf("the push did not make the blob directory again: %v", err)
+	}
+}
+
 func TestBadInputs(t *testing.T) {
 	ctx := context.Background()
 	unnamed := filepath.Join(t.TempDir(), "unnamed")

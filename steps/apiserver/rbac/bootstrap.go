@@ -44,6 +44,10 @@ const (
 	userAPIServerKubeletClient = "kube-apiserver-kubelet-client"
 	userKubeScheduler          = "system:kube-scheduler"
 	userKubeControllerManager  = "system:kube-controller-manager"
+	// UserNetworkAgent is podlab's network agent (podlab network-agent),
+	// flannel's part: its client certificate's CN (pki), the subject of
+	// the ClusterRoleBinding network-agent.
+	UserNetworkAgent = "network-agent"
 )
 
 // API groups and verb sets, as Kubernetes' bootstrap policy names them.
@@ -342,6 +346,18 @@ func bootstrapClusterRoles() []rbacv1.ClusterRole {
 			rule("patch", "update").groups(legacyGroup).resources("nodes/status").done(),
 			rule("patch", "update").groups(legacyGroup).resources("pods/status").done(),
 		),
+
+		// podlab's network agent (flannel's host-gw backend): it routes to
+		// every other node's podCIDR through its InternalIP, so it reads
+		// every Node, which a node's own credentials may not (the Node
+		// authorizer lets system:node:NAME read its own Node only).
+		// flannel's ClusterRole "flannel" has these rules, plus get pods
+		// and patch nodes/status, which podlab's agent does not need.
+		{
+			TypeMeta:   clusterRoleType,
+			ObjectMeta: podlabMeta("network-agent", ""),
+			Rules:      []rbacv1.PolicyRule{rule(verbsRead...).groups(legacyGroup).resources("nodes").done()},
+		},
 	}
 }
 
@@ -439,6 +455,14 @@ func bootstrapClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		// podlab's read-only user may read (not write, not secrets) in every
 		// namespace: a ClusterRoleBinding grants a ClusterRole everywhere.
 		viewer,
+		// The network agent reads the Nodes (flannel's ClusterRoleBinding
+		// "flannel", to its ServiceAccount).
+		{
+			TypeMeta:   clusterRoleBindingType,
+			ObjectMeta: podlabMeta("network-agent", ""),
+			RoleRef:    clusterRoleRef("network-agent"),
+			Subjects:   []rbacv1.Subject{subjectUser(UserNetworkAgent)},
+		},
 	}
 }
 

@@ -28,7 +28,7 @@ func TestBootstrap_Metadata(t *testing.T) {
 	for _, o := range rbs {
 		objs = append(objs, object{"RoleBinding", o.ObjectMeta, o.TypeMeta})
 	}
-	podlabOwn := map[string]bool{"viewer-view": true, "developer-edit": true}
+	podlabOwn := map[string]bool{"viewer-view": true, "developer-edit": true, "network-agent": true}
 	for _, o := range objs {
 		t.Run(o.kind+"/"+o.meta.Name, func(t *testing.T) {
 			if o.tm.Kind != o.kind || o.tm.APIVersion != "rbac.authorization.k8s.io/v1" {
@@ -98,6 +98,7 @@ func TestBootstrap_Objects(t *testing.T) {
 		// authorizer grants system:node's rules, per node
 		{"system:node", "system:node", nil},
 		{"viewer-view", "view", []rbacv1.Subject{subjectUser("viewer")}},
+		{"network-agent", "network-agent", []rbacv1.Subject{subjectUser("network-agent")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.binding, func(t *testing.T) {
@@ -158,6 +159,18 @@ func TestBootstrap_Roles(t *testing.T) {
 			[]rbacv1.PolicyRule{
 				r("create").groups(rbacv1.GroupName).resources("clusterroles").done(),
 				r("update").groups("").resources("resourcequotas").done(),
+			}},
+		// reads every Node (the Node authorizer would let a node read only
+		// its own); writes nothing
+		{"network-agent",
+			[]rbacv1.PolicyRule{
+				r(verbsRead...).groups("").resources("nodes").done(),
+			},
+			[]rbacv1.PolicyRule{
+				r("update", "patch").groups("").resources("nodes").done(),
+				r("patch").groups("").resources("nodes/status").done(),
+				r("get").groups("").resources("pods").done(),
+				r("get").groups("").resources("secrets").done(),
 			}},
 		{"system:kube-scheduler",
 			[]rbacv1.PolicyRule{
