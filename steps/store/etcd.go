@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -300,7 +301,13 @@ func (b *etcdBackend) update(ctx context.Context, fn func(tx *Tx) error) (int64,
 			if attempt+1 >= maxAttempts {
 				return 0, fmt.Errorf("committing to etcd: what the transaction read changed under it %d times in a row (other writers of the same keys): %w", maxAttempts, ErrConflict)
 			}
-			continue // someone wrote what fn read: run it again on what they wrote
+			// someone wrote what fn read: run it again on what they wrote,
+			// after a random pause that grows with the attempts, so that
+			// writers of one hot key do not keep colliding in lockstep
+			if err := retryPause(ctx, attempt); err != nil {
+				return 0, err
+			}
+			continue
 		}
 		rev := resp.Header.Revision
 		b.trim(ctx, rev)
@@ -311,6 +318,23 @@ func (b *etcdBackend) update(ctx context.Context, fn func(tx *Tx) error) (int64,
 			f()
 		}
 		return rev, nil
+	}
+}
+
+// retryPause waits a random time below 2^attempt ms (at most 64 ms) before
+// the attempt after attempt, or until ctx ends.
+func retryPause(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil // the first collision retries at once
+	}
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
