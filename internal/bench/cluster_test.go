@@ -77,6 +77,7 @@ type clusterResult struct {
 	PairsOK  int            // pairs whose HTTP request was answered 200 by the right pod
 	Failures []string       // what the failed pairs said
 	Traces   []string       // what reset left on the host
+	Phases   string         // where the time went: created, bound, Running, each pod's, from the create
 }
 
 // syncBuffer is a component's output, written by its process, read by the test.
@@ -430,6 +431,7 @@ func clusterOfMachines(tb testing.TB, o cluster) clusterResult {
 			},
 		},
 	}
+	tl := watchTimeline(tb, ctx, cs)
 	start := time.Now()
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
@@ -452,6 +454,7 @@ func clusterOfMachines(tb testing.TB, o cluster) clusterResult {
 		tb.Fatalf("%d of %d replicas Running with an IP after 3 minutes\n%s", len(pods), o.Replicas, r.logs())
 	}
 	res.Running = time.Since(start)
+	res.Phases = tl.phases(start)
 
 	// One pod per node; each asks one pod of every other node.
 	res.ByNode = map[string]int{}
@@ -482,6 +485,69 @@ func clusterOfMachines(tb testing.TB, o cluster) clusterResult {
 	return res
 }
 
+// timeline is when a watch on the pods saw each pod created, bound to a
+// node and Running with an IP.
+type timeline struct {
+	mu                      sync.Mutex
+	created, bound, running map[string]time.Time
+}
+
+func watchTimeline(tb testing.TB, ctx context.Context, cs kubernetes.Interface) *timeline {
+	tl := &timeline{created: map[string]time.Time{}, bound: map[string]time.Time{}, running: map[string]time.Time{}}
+	w, err := cs.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			tl.mu.Lock()
+			first := func(m map[string]time.Time) {
+				if _, ok := m[p.Name]; !ok {
+					m[p.Name] = now
+				}
+			}
+			first(tl.created)
+			if p.Spec.NodeName != "" {
+				first(tl.bound)
+			}
+			if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+				first(tl.running)
+			}
+			tl.mu.Unlock()
+		}
+	}()
+	return tl
+}
+
+// phases says, for each step, when the first, the median and the last pod
+// reached it, from start.
+func (tl *timeline) phases(start time.Time) string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var b strings.Builder
+	for _, ph := range []struct {
+		name string
+		m    map[string]time.Time
+	}{{"created", tl.created}, {"bound", tl.bound}, {"Running", tl.running}} {
+		var ds []time.Duration
+		for _, t := range ph.m {
+			ds = append(ds, t.Sub(start))
+		}
+		slices.Sort(ds)
+		if len(ds) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%s first %.1fs median %.1fs last %.1fs; ", ph.name, ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
+	}
+	return b.String()
+}
+
 // BenchmarkClusterOfMachines: issue 14's target, 50 replicas over 5
 // joined nodes Running with IPs in < 20 s, and pod-to-pod HTTP across
 // every pair of nodes.
@@ -502,6 +568,7 @@ func BenchmarkClusterOfMachines(b *testing.B) {
 		fmt.Printf("%-50s %9.1f s  (init, %d joins, every node Ready with a podCIDR and its routes)\n", "a cluster of machines: setup", r.Setup.Seconds(), o.Nodes)
 		fmt.Printf("%-50s %9.1f s  (%.1f pods/s, by node %v; target < %v) %s\n", fmt.Sprintf("a cluster of machines: %d replicas Running with IPs", o.Replicas),
 			r.Running.Seconds(), float64(o.Replicas)/r.Running.Seconds(), r.ByNode, o.Target, verdict(ok))
+		fmt.Printf("%-50s %s\n", "a cluster of machines: pods", r.Phases)
 		fmt.Printf("%-50s %9d of %d node pairs answered\n", "a cluster of machines: pod-to-pod HTTP", r.PairsOK, r.Pairs)
 		b.ReportMetric(r.Running.Seconds(), "running-s")
 		b.ReportMetric(float64(o.Replicas)/r.Running.Seconds(), "pods/s")
