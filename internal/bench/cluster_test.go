@@ -161,7 +161,7 @@ func (r *labRun) logs() string {
 	var b strings.Builder
 	for _, c := range r.comps {
 		out := c.out.String()
-		if len(out) > 4000 {
+		if len(out) > 4000 && os.Getenv("PODLAB_BENCH_LOGS") == "" {
 			out = "..." + out[len(out)-4000:]
 		}
 		fmt.Fprintf(&b, "--- podlab %s:\n%s\n", c.name, out)
@@ -455,6 +455,9 @@ func clusterOfMachines(tb testing.TB, o cluster) clusterResult {
 	}
 	res.Running = time.Since(start)
 	res.Phases = tl.phases(start)
+	if f := os.Getenv("PODLAB_BENCH_LOGS"); f != "" { // every component's output, to see where the time went
+		_ = os.WriteFile(f, []byte(r.logs()), 0o644)
+	}
 
 	// One pod per node; each asks one pod of every other node.
 	res.ByNode = map[string]int{}
@@ -574,4 +577,25 @@ func BenchmarkClusterOfMachines(b *testing.B) {
 		b.ReportMetric(float64(o.Replicas)/r.Running.Seconds(), "pods/s")
 		b.ReportMetric(float64(r.PairsOK), "pairs-ok")
 	}
+}
+
+// TestClusterOfMachines is the benchmark's scenario in make test, smaller
+// (6 replicas over 3 joined nodes) and with a generous bound.
+func TestClusterOfMachines(t *testing.T) {
+	o := cluster{Nodes: 3, Replicas: 6, Target: 60 * time.Second}
+	r := clusterOfMachines(t, o)
+	if r.Running > o.Target {
+		t.Errorf("%d replicas over %d joined nodes Running with an IP in %v, want within %v", o.Replicas, o.Nodes, r.Running, o.Target)
+	}
+	if len(r.ByNode) != o.Nodes {
+		t.Errorf("replicas by node %v: want some on each of the %d nodes (the scheduler spreads them)", r.ByNode, o.Nodes)
+	}
+	if want := o.Nodes * (o.Nodes - 1) / 2; r.Pairs != want || r.PairsOK != want {
+		t.Errorf("pod-to-pod HTTP across nodes: %d of %d node pairs answered, want all %d:\n%s", r.PairsOK, r.Pairs, want, strings.Join(r.Failures, "\n"))
+	}
+	if len(r.Traces) != 0 {
+		t.Errorf("podlab reset left on the host: %v", r.Traces)
+	}
+	t.Logf("setup %v; %d replicas Running with IPs in %v (%s); %d of %d node pairs answered over HTTP",
+		r.Setup.Round(time.Millisecond), o.Replicas, r.Running.Round(time.Millisecond), r.Phases, r.PairsOK, r.Pairs)
 }
