@@ -96,6 +96,40 @@ func kubeconfigFlag(identity string) cli.Flag {
 	}
 }
 
+// kubeAPIRateFlags are a component's --kube-api-qps and --kube-api-burst:
+// client-go's client-side rate limit on the requests it sends to the API
+// server (a token bucket: qps a second once a burst is spent). client-go's
+// own default, 5 a second after 10, makes a busy component wait on itself:
+// the scheduler writes a binding and an event per pod, so 50 pods would
+// take it 20 s. Each Kubernetes component sets its own, and these are
+// their defaults: kube-scheduler 50 and 100, kube-controller-manager 20
+// and 30, the kubelet 50 and 100 (kubeAPIQPS, kubeAPIBurst).
+func kubeAPIRateFlags(qps float64, burst int) []cli.Flag {
+	return []cli.Flag{
+		&cli.Float64Flag{Name: "kube-api-qps", Value: qps, Usage: "requests a second this component sends to the API server, once its burst is spent (client-go's client-side rate limit; negative: no limit)"},
+		&cli.IntFlag{Name: "kube-api-burst", Value: burst, Usage: "requests this component may send at once before --kube-api-qps holds it back"},
+	}
+}
+
+// kubeAPIRate is the client-side rate limit of --kube-api-qps and
+// --kube-api-burst; zero values (a command without these flags) leave
+// client-go's default.
+type kubeAPIRate struct {
+	QPS   float32
+	Burst int
+}
+
+func kubeAPIRateOf(c *cli.Context) (kubeAPIRate, error) {
+	r := kubeAPIRate{QPS: float32(c.Float64("kube-api-qps")), Burst: c.Int("kube-api-burst")}
+	if r.Burst < 0 {
+		return r, fmt.Errorf("--kube-api-burst %d: a burst is a number of requests, 0 or more", r.Burst)
+	}
+	if r.QPS > 0 && r.Burst == 0 {
+		return r, fmt.Errorf("--kube-api-qps %g with --kube-api-burst 0 would let no request through: give a burst of at least 1 (or --kube-api-qps -1 for no limit)", r.QPS)
+	}
+	return r, nil
+}
+
 // componentKubeconfig is the kubeconfig a component uses: --kubeconfig,
 // else the state directory's file of the identity --as names (system:node:NAME
 // is NAME's, system:kube-scheduler kube-scheduler's...), else identity's.
@@ -127,6 +161,10 @@ func componentClient(c *cli.Context, identity string, wait bool) (*remote.Client
 	if err != nil {
 		return nil, err
 	}
+	rate, err := kubeAPIRateOf(c)
+	if err != nil {
+		return nil, err
+	}
 	var opts []remote.Option
 	if wait {
 		w := c.App.Writer
@@ -138,14 +176,14 @@ func componentClient(c *cli.Context, identity string, wait bool) (*remote.Client
 				fmt.Fprintf(w, "the API server at %s answers: resuming\n", host)
 			}
 		}))
-		rc, err := newComponentClient(kc, identity, opts...)
+		rc, err := newComponentClient(kc, identity, rate, opts...)
 		if err != nil {
 			return nil, err
 		}
 		host = rc.Host()
 		return rc, rc.WaitForServer(c.Context)
 	}
-	rc, err := newComponentClient(kc, identity)
+	rc, err := newComponentClient(kc, identity, rate)
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +196,9 @@ func componentClient(c *cli.Context, identity string, wait bool) (*remote.Client
 // newComponentClient is the client of kubeconfig, with the User-Agent the
 // component's Kubernetes counterpart sends (kube-scheduler/..., kubelet/...):
 // the API server names the field manager of its writes after its first
-// segment, so managedFields say which component wrote which field.
-func newComponentClient(kubeconfig, identity string, opts ...remote.Option) (*remote.Client, error) {
+// segment, so managedFields say which component wrote which field. rate is
+// its client-side rate limit (kubeAPIRateFlags).
+func newComponentClient(kubeconfig, identity string, rate kubeAPIRate, opts ...remote.Option) (*remote.Client, error) {
 	cfg, err := remote.LoadKubeconfig(kubeconfig)
 	if err != nil {
 		return nil, err
@@ -172,6 +211,7 @@ func newComponentClient(kubeconfig, identity string, opts ...remote.Option) (*re
 		agent = "podlab"
 	}
 	cfg.UserAgent = agent + "/podlab (" + runtime.GOOS + "/" + runtime.GOARCH + ")"
+	cfg.QPS, cfg.Burst = rate.QPS, rate.Burst
 	rc, err := remote.New(cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)

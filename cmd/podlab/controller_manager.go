@@ -101,8 +101,12 @@ ReplicaSet controller), then exits; it fails at once when no API server
 answers ("podlab apiserver &", lesson 02). Without it, it runs until
 Ctrl-C, waiting for the API server with client-go's back-off, saying so
 once, whenever it does not answer.
+Its requests go out at most 20 a second after a burst of 30
+(--kube-api-qps, --kube-api-burst: kube-controller-manager's defaults;
+client-go's own, 5 a second, would make a Deployment of 50 pods take 20 s).
+
 The pods it creates wait for a node: run "podlab scheduler" next.`,
-	Flags: []cli.Flag{
+	Flags: append([]cli.Flag{
 		&cli.BoolFlag{Name: "once", Usage: "sync everything until nothing changes, then exit"},
 		&cli.IntFlag{Name: "verbosity", Value: 4, Usage: "klog verbosity, kube-controller-manager's --v (2: actions only, 4: every event and sync)"},
 		&cli.BoolFlag{Name: "allocate-node-cidrs", Usage: "run the node IPAM controller: give each node a spec.podCIDR from --cluster-cidr"},
@@ -112,7 +116,7 @@ The pods it creates wait for a node: run "podlab scheduler" next.`,
 		&cli.DurationFlag{Name: "node-monitor-period", Value: controllers.DefaultNodeMonitorPeriod, Usage: "how often the node lifecycle controller looks at the nodes"},
 		&cli.DurationFlag{Name: "node-startup-grace-period", Value: controllers.DefaultNodeStartupGracePeriod, Usage: "the grace period of a node that never posted a status"},
 		kubeconfigFlag("kube-controller-manager"),
-	},
+	}, kubeAPIRateFlags(20, 30)...),
 	Action: func(c *cli.Context) error {
 		nodes := controllers.NodeLifecycleConfig{MonitorGracePeriod: c.Duration("node-monitor-grace-period"),
 			MonitorPeriod: c.Duration("node-monitor-period"), StartupGracePeriod: c.Duration("node-startup-grace-period")}

@@ -162,12 +162,17 @@ netns/, ipcns/, utsns/, pods/), so nodes share nothing but the API server.
 Without them it runs until Ctrl-C. --debug prints every runc command line
 the kubelet's runtime runs.
 
+Its requests go out at most 50 a second after a burst of 100
+(--kube-api-qps, --kube-api-burst: the kubelet's kubeAPIQPS and
+kubeAPIBurst), so that the status of many pods starting at once is not
+held back by client-go's default of 5 a second.
+
 Examples:
   podlab kubelet --once
   podlab kubelet --next
   podlab kubelet --pod web --stage sandbox
   podlab kubelet --node node-2 --registry-mirror http://127.0.0.1:5001`,
-	Flags: []cli.Flag{
+	Flags: append([]cli.Flag{
 		&cli.StringFlag{Name: "node", Value: apiserver.HostNode, Usage: "the node this kubelet runs"},
 		&cli.BoolFlag{Name: "once", Usage: "sync every pod of the node once, then exit"},
 		&cli.BoolFlag{Name: "next", Usage: "print the next stage of each pod of the node, and the command that does it"},
@@ -187,7 +192,7 @@ Examples:
 		&cli.IntFlag{Name: "node-lease-duration-seconds", Value: int(kubelet.DefaultNodeLeaseDuration / time.Second), Usage: "the node Lease's duration; it is renewed every quarter of it"},
 		&cli.BoolFlag{Name: "seccomp-default", Usage: "give containers that set no seccompProfile the runtime's default filter (RuntimeDefault) instead of none"},
 		kubeconfigFlag("NODE"),
-	},
+	}, kubeAPIRateFlags(50, 100)...),
 	Action: func(c *cli.Context) error {
 		m, err := enterMachine(c)
 		if err != nil {

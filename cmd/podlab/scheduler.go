@@ -69,12 +69,17 @@ for it with client-go's back-off, saying so once, and resumes its watches
 when the API server comes back. It runs until Ctrl-C; --once schedules every pod
 pending now, once, and exits (0 even if some stay unschedulable).
 
+Its requests go out at most 50 a second after a burst of 100
+(--kube-api-qps, --kube-api-burst: kube-scheduler's defaults). client-go's
+own limit, 5 a second, would hold it back: each pod is a binding and an
+event, so 50 pods would take 20 s.
+
 Look at the result with: podlab get pods -o wide, podlab describe pod web,
 podlab get events.`,
-	Flags: []cli.Flag{
+	Flags: append([]cli.Flag{
 		&cli.BoolFlag{Name: "once", Usage: "schedule every pod pending now, once each, then exit"},
 		kubeconfigFlag("kube-scheduler"),
-	},
+	}, kubeAPIRateFlags(50, 100)...),
 	Action: func(c *cli.Context) error {
 		client, err := componentClient(c, "kube-scheduler", !c.Bool("once"))
 		if err != nil {
