@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -221,7 +222,18 @@ func TestPodNetwork_AcrossMachines(t *testing.T) {
 		t.Errorf("hostPort %s answered:\n%s", addr, body)
 	}
 
-	// reset, the API server stopped first: nothing of state on the host
+	// reset, the API server stopped first: what the lab made on the host
+	// before (the bridge, the machines' veths, the netns mounts, the
+	// cgroups), nothing after
+	running := hostTraces(t, state, nodes...)
+	for _, want := range []string{"link " + lab.Bridge, "link " + ms["node-1"].HostVeth, "mount " + ms["node-2"].Netns, "netns " + ms["node-1"].Netns} {
+		if !slices.Contains(running, want) {
+			t.Errorf("before reset, the host should show %q: %v", want, running)
+		}
+	}
+	if !slices.ContainsFunc(running, func(s string) bool { return strings.HasPrefix(s, "cgroup ") }) {
+		t.Errorf("before reset, no cgroup of the state directory: %v", running)
+	}
 	stopAPIServer()
 	out := mustPodlab(t, state, "reset", "--yes", "--runtime", testenv.Runc(t))
 	if tr := hostTraces(t, state, nodes...); len(tr) != 0 {
