@@ -99,6 +99,9 @@ func TestLessons(t *testing.T) {
 			"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 			"PODLAB_STATE_DIR="+state,
 			"REGISTRY="+registry,
+			// the OCI layout the registry serves, for a lesson that
+			// serves it again on its own lab network (16)
+			"DEMO_IMAGES="+layout,
 			"PODLAB_REGISTRY_MIRROR=http://"+registry,
 			// the kubeconfigs' port and podlab apiserver's: a free one,
 			// so that lessons on one machine never share 6443
@@ -319,7 +322,7 @@ func checkedAfter(l *lesson.Lesson) string {
 // plus set.
 func lessonEnv(env []string, set ...string) []string {
 	drop := []string{"PODLAB_AS", "PODLAB_TOKEN", "PODLAB_DEBUG", "PODLAB_RUNTIME", "PODLAB_STATE_DIR",
-		"PODLAB_REGISTRY_MIRROR", "REGISTRY", "PODLAB_APISERVER_PORT", "KUBECONFIG"}
+		"PODLAB_REGISTRY_MIRROR", "REGISTRY", "DEMO_IMAGES", "PODLAB_APISERVER_PORT", "KUBECONFIG"}
 	var out []string
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")

@@ -24,6 +24,15 @@ import (
 // (127.0.0.1:PORT/podlab/hello:1.0): the tests' image, never the network.
 func helloRegistry(t *testing.T) string {
 	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	return pushHello(t, strings.TrimPrefix(srv.URL, "http://"))
+}
+
+// pushHello builds the hello demo image in-process and pushes it to the
+// registry at host (host:port, plain HTTP); it returns its reference.
+func pushHello(t *testing.T, host string) string {
+	t.Helper()
 	ctx := context.Background()
 	helloBin := filepath.Join(t.TempDir(), "hello")
 	if err := images.BuildHello(ctx, testenv.RepoRoot(), helloBin); err != nil {
@@ -33,10 +42,8 @@ func helloRegistry(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	ref := strings.TrimPrefix(srv.URL, "http://") + "/" + images.HelloRef
-	r, err := name.ParseReference(ref)
+	ref := host + "/" + images.HelloRef
+	r, err := name.ParseReference(ref, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}

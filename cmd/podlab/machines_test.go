@@ -185,7 +185,7 @@ func TestNodeJoin_Machines(t *testing.T) {
 	t.Cleanup(func() { machine.Down(context.Background(), lab) })
 	for _, n := range nodes {
 		out := mustPodlab(t, state, "node", "join", n)
-		for _, want := range []string{"network namespace " + l.Node(n).MachineNetns(), "bridge   " + lab.Bridge, "Next: podlab kubelet --node " + n} {
+		for _, want := range []string{"network namespace " + l.Node(n).MachineNetns(), "bridge   " + lab.Bridge, "Next, each in a shell of its own:\n  podlab kubelet --node " + n} {
 			if !strings.Contains(out, want) {
 				t.Errorf("podlab node join %s does not say %q:\n%s", n, want, out)
 			}

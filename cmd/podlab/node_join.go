@@ -58,6 +58,13 @@ Its kubelet (podlab kubelet --node NAME) then runs inside the machine:
 it registers the Node with InternalIP = its lab address, and serves its
 API there, where the API server sends kubectl logs and exec.
 
+Join starts nothing: it prints the commands that make the node useful, to
+run each in a shell of its own, as a machine's init system would start them:
+its kubelet (podlab kubelet --node NAME), and its network agent (podlab
+network-agent --node NAME), which routes to the other nodes' pod CIDRs.
+Pods get IPs from their node's spec.podCIDR, which the controller-manager
+sets only when run with --allocate-node-cidrs --cluster-cidr 10.244.0.0/16.
+
 podlab node leave NAME drains the node and removes the machine.`,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -136,8 +143,24 @@ func joinNode(ctx context.Context, w io.Writer, l statedir.Layout, node string) 
 	for _, it := range append(pr.Certificates, pr.Kubeconfigs...) {
 		fmt.Fprintf(w, "%s %s: %s%s\n", it.Action, it.Files[0], it.Purpose, because(it))
 	}
-	fmt.Fprintf(w, "Its kubelet acts as system:node:%s and runs inside the machine, InternalIP %s. Next: podlab kubelet --node %s\n", node, m.IP(), node)
+	fmt.Fprintf(w, "Its kubelet acts as system:node:%s and runs inside the machine, InternalIP %s.\n", node, m.IP())
+	nextSteps(w, node)
 	return nil
+}
+
+// nextSteps tells the learner what a joined node still needs, and which
+// process gives it: podlab starts none of them itself.
+func nextSteps(w io.Writer, node string) {
+	fmt.Fprintf(w, `Next, each in a shell of its own:
+  podlab kubelet --node %[1]s
+      the node's kubelet, inside the machine: it registers Node %[1]s and runs its pods
+  podlab network-agent --node %[1]s
+      routes in the machine to the other nodes' pod CIDRs (flannel host-gw): without it,
+      %[1]s's pods reach only the pods of %[1]s
+Pods get IPs only once Node %[1]s has a spec.podCIDR, which the controller-manager's node IPAM
+sets when it runs as (else they have loopback only):
+  podlab controller-manager --allocate-node-cidrs --cluster-cidr 10.244.0.0/16
+`, node)
 }
 
 // checkAPIServerFrom connects to the API server at addr from inside m and
