@@ -264,3 +264,74 @@ func TestJoin_RollsBack(t *testing.T) {
 		t.Errorf("the machine's directory is left: %v", err)
 	}
 }
+
+// TestJoin_ForwardPolicyDrop: on a host whose FORWARD policy is DROP (as
+// Docker leaves it), with bridge-nf-call-iptables=1, frames bridged between
+// two machines go through the host's FORWARD chain: the lab's ACCEPT rule
+// is what lets node-1 reach node-2. Run in a network namespace of its own,
+// whose FORWARD policy the test may change.
+func TestJoin_ForwardPolicyDrop(t *testing.T) {
+	if !testenv.InNewNetns(t) {
+		return
+	}
+	ctx := context.Background()
+	if err := os.WriteFile("/proc/sys/net/bridge/bridge-nf-call-iptables", []byte("1"), 0); err != nil {
+		t.Fatalf("bridged traffic through iptables: %v", err)
+	}
+	if out, err := exec.Command("iptables", "-P", "FORWARD", "DROP").CombinedOutput(); err != nil {
+		t.Fatalf("iptables -P FORWARD DROP: %v: %s", err, out)
+	}
+	l := statedir.Layout{Dir: t.TempDir()}
+	lab, _, err := machine.EnsureLab(l, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { machine.Down(ctx, lab) })
+	var nodes []*machine.Joining
+	for _, name := range []string{"node-1", "node-2"} {
+		j, err := machine.Join(ctx, l, lab, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, j)
+		t.Cleanup(func() { machine.Leave(ctx, l, name, time.Second) })
+	}
+	var ln net.Listener
+	if err := machine.Do(nodes[1].Machine.Netns, func() error {
+		var err error
+		ln, err = net.Listen("tcp", net.JoinHostPort(nodes[1].Machine.IP().String(), "0"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	dial := func() error {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		c, err := machine.Dial(dctx, nodes[0].Machine.Netns, ln.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial(); err != nil {
+		t.Errorf("node-1 to node-2 with FORWARD DROP and the lab's rule: %v", err)
+	}
+	// without the rule, the policy drops them: the rule is what matters
+	rule := []string{"-D", "FORWARD", "-i", lab.Bridge, "-o", lab.Bridge, "-m", "comment", "--comment", lab.Comment, "-j", "ACCEPT"}
+	if out, err := exec.Command("iptables", rule...).CombinedOutput(); err != nil {
+		t.Fatalf("iptables %v: %v: %s", rule, err, out)
+	}
+	if err := dial(); err == nil {
+		t.Errorf("node-1 reached node-2 with FORWARD DROP and no rule: is bridged traffic filtered at all?")
+	}
+}
