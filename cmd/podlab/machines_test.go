@@ -256,6 +256,22 @@ func TestNodeJoin_Machines(t *testing.T) {
 		}
 	}
 
+	// a second join of node-a while its kubelet runs: refused, and the
+	// machine, its kubelet and its pod are as they were
+	if _, _, err := podlab(t, state, "node", "join", "node-a"); err == nil || !strings.Contains(err.Error(), "the node has joined already") || !strings.Contains(err.Error(), "podlab node leave node-a first") {
+		t.Errorf("a second join of node-a while its kubelet runs: %v, want it refused with what to do", err)
+	}
+	if m, err := machine.Load(l.Node("node-a")); err != nil || m.Address != ms["node-a"].Address || m.HostVeth != ms["node-a"].HostVeth {
+		t.Errorf("node-a's machine after the refused join: %+v %v, want %+v", m, err, ms["node-a"])
+	}
+	if err := kubelets["node-a"].Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("node-a's kubelet after the refused join: %v", err)
+	}
+	inMachine("node-a")
+	if out := admin("logs", "web-node-a"); out != "hello from node-a\n" {
+		t.Errorf("kubectl logs web-node-a after the refused join: %q", out)
+	}
+
 	// node-a's kubelet killed, started again: it resumes, in its machine
 	kubelets["node-a"].Process.Kill()
 	kubelets["node-a"].Wait()
