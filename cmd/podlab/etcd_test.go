@@ -16,7 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/machine"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // podlab apiserver --etcd-servers keeps the objects in a real etcd, laid
@@ -256,5 +260,71 @@ func TestEtcd_Command(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("podlab etcd did not stop on SIGINT:\n%s", out.String())
+	}
+}
+
+// podlab etcd of a state directory with a lab network also listens on the
+// lab's gateway, making the bridge if no node has made it, and says both
+// URLs; podlab reset removes the bridge again. In a network namespace of
+// its own: the bridge and its FORWARD rule stay there.
+func TestEtcd_OnTheLabNetwork(t *testing.T) {
+	if !testenv.InNewNetns(t) {
+		return
+	}
+	bin := testenv.EtcdBin(t)
+	etcdctl := strings.TrimSuffix(bin, "etcd") + "etcdctl"
+	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t)) // for podlab reset
+	state := testenv.StateDir(t)
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(freePort(t)))
+	lab, err := machine.LoadLab(statedir.Layout{Dir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(lab.Bridge); err == nil {
+		t.Fatalf("the bridge %s is there before podlab etcd", lab.Bridge)
+	}
+	port := freePort(t)
+	cmd := exec.Command(os.Args[0], "--state-dir", state, "etcd", "--port", strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	loopback := "http://127.0.0.1:" + strconv.Itoa(port)
+	gateway := "http://" + lab.Gateway.String() + ":" + strconv.Itoa(port)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := exec.Command(etcdctl, "--endpoints", gateway, "put", "/registry/hello", "lab").Run(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcdctl never reached podlab etcd at %s:\n%s", gateway, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got, err := exec.Command(etcdctl, "--endpoints", loopback, "get", "/registry/hello", "--print-value-only").Output(); err != nil || strings.TrimSpace(string(got)) != "lab" {
+		t.Errorf("etcdctl on loopback: %q %v, want the value put through the gateway", got, err)
+	}
+	for _, want := range []string{"made the lab bridge " + lab.Bridge, "clients on " + loopback, "and on " + gateway + ", the lab network's gateway (bridge " + lab.Bridge + ")"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("podlab etcd printed\n%s\nwithout %q", out.String(), want)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after Ctrl-C: %v\n%s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("podlab etcd did not stop on SIGINT:\n%s", out.String())
+	}
+	reset := mustPodlab(t, state, "reset", "--yes")
+	if _, err := netlink.LinkByName(lab.Bridge); err == nil {
+		t.Errorf("the lab bridge %s is still there after podlab reset:\n%s", lab.Bridge, reset)
 	}
 }

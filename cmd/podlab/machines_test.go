@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log"
@@ -256,6 +257,22 @@ func TestNodeJoin_Machines(t *testing.T) {
 		}
 	}
 
+	// a second join of node-a while its kubelet runs: refused, and the
+	// machine, its kubelet and its pod are as they were
+	if _, _, err := podlab(t, state, "node", "join", "node-a"); err == nil || !strings.Contains(err.Error(), "the node has joined already") || !strings.Contains(err.Error(), "podlab node leave node-a first") {
+		t.Errorf("a second join of node-a while its kubelet runs: %v, want it refused with what to do", err)
+	}
+	if m, err := machine.Load(l.Node("node-a")); err != nil || m.Address != ms["node-a"].Address || m.HostVeth != ms["node-a"].HostVeth {
+		t.Errorf("node-a's machine after the refused join: %+v %v, want %+v", m, err, ms["node-a"])
+	}
+	if err := kubelets["node-a"].Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("node-a's kubelet after the refused join: %v", err)
+	}
+	inMachine("node-a")
+	if out := admin("logs", "web-node-a"); out != "hello from node-a\n" {
+		t.Errorf("kubectl logs web-node-a after the refused join: %q", out)
+	}
+
 	// node-a's kubelet killed, started again: it resumes, in its machine
 	kubelets["node-a"].Process.Kill()
 	kubelets["node-a"].Wait()
@@ -311,4 +328,68 @@ func TestNodeJoin_Machines(t *testing.T) {
 		kubelets["node-b"].Process.Kill()
 		t.Errorf("node-b's kubelet still runs after reset")
 	}
+}
+
+// TestNodeJoin_WhileItsHostKubeletRuns: a node whose kubelet runs now, on
+// the host, is not joined (its kubeconfig and certificates would change
+// under it, and a second kubelet of the node would start in the machine):
+// refused with what to do, nothing made, its kubeconfig as it was. Once the
+// kubelet is stopped, the same join works.
+func TestNodeJoin_WhileItsHostKubeletRuns(t *testing.T) {
+	testenv.RequireRoot(t)
+	kubectl := testenv.Kubectl(t)
+	state := testenv.StateDir(t)
+	l := statedir.Layout{Dir: state}
+	serveAPI(t, state)
+	lab, err := machine.LoadLab(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		machine.Leave(context.Background(), l, "node-2", time.Second)
+		machine.Down(context.Background(), lab)
+	})
+	kubelet, out := startComponent(t, state, "kubelet", "--node", "node-2", "--port", "0")
+	var port string
+	waitFor(t, 30*time.Second, func() bool {
+		p, err := kubectlWith(kubectl, l.Kubeconfig("admin"), "get", "node", "node-2", "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}")
+		if n, cerr := strconv.Atoi(p); err != nil || cerr != nil || n <= 0 {
+			return false
+		}
+		port = p
+		return true
+	}, "node-2 registered with its kubelet's API port", out)
+	before, err := os.ReadFile(l.Kubeconfig("node-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, _, err = podlab(t, state, "node", "join", "node-2")
+	want := "joining node node-2: its kubelet runs now, outside a machine (its API answers at 127.0.0.1:" + port + ", as Node node-2 publishes): stop it (Ctrl-C), join, then start it again"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("join while node-2's host kubelet runs: %v, want %q", err, want)
+	}
+	if tr := hostTraces(t, state, "node-2"); slices.ContainsFunc(tr, func(s string) bool { return !strings.HasPrefix(s, "cgroup ") }) {
+		t.Errorf("the refused join left: %v", tr)
+	}
+	if _, err := os.Stat(l.Node("node-2").MachineDir()); err == nil {
+		t.Error("the refused join left node-2's machine directory")
+	}
+	if after, err := os.ReadFile(l.Kubeconfig("node-2")); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the refused join changed node-2's kubeconfig (%v)", err)
+	}
+	if err := kubelet.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("node-2's kubelet after the refused join: %v", err)
+	}
+
+	// the kubelet stopped: its API no longer answers, and the join works
+	kubelet.Process.Signal(syscall.SIGINT)
+	waitFor(t, 30*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, "node-2's kubelet to stop serving", out)
+	mustPodlab(t, state, "node", "join", "node-2")
 }

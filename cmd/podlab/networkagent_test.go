@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/netagent"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -127,6 +129,15 @@ func TestNetworkAgent_Once(t *testing.T) {
 	}
 	if out, err := kubectlWith(testenv.Kubectl(t), l.Kubeconfig("admin"), "create", "-f", f); err != nil {
 		t.Fatalf("kubectl create: %v\n%s", err, out)
+	}
+
+	// a node that does not exist: refused, no route made
+	if _, _, err := podlab(t, state, "network-agent", "--node", "node-7", "--netns", path, "--once"); !errors.Is(err, netagent.ErrUnknownNode) ||
+		!strings.Contains(err.Error(), `no Node is named "node-7" (kubectl get nodes lists them): check --node, or start its kubelet first (podlab kubelet --node node-7)`) {
+		t.Errorf("network-agent --node node-7 (no such node): %v, want ErrUnknownNode with what to do", err)
+	}
+	if rs, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: 117, Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE); err != nil || len(rs) != 0 {
+		t.Errorf("routes after the agent of a node that does not exist: %v %v, want none", rs, err)
 	}
 
 	out, errOut, err := podlab(t, state, "network-agent", "--node", "node-1", "--netns", path, "--once")

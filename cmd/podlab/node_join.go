@@ -8,9 +8,12 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/rest"
@@ -45,6 +48,9 @@ makes a host a node; podlab node join makes a node a host:
 A machine has no default route: only the lab network and loopback. The
 lab network is the one podlab init chose (--lab-cidr, PODLAB_LAB_CIDR, or a
 private /24 derived from the state directory).
+
+A node whose kubelet runs now, on the host, is refused: stop the kubelet,
+join, then start it again (it then runs inside the machine).
 
 The API server must be running: the join checks from inside the machine
 that it answers at https://GATEWAY:PORT with a certificate that names the
@@ -81,15 +87,23 @@ podlab node leave NAME drains the node and removes the machine.`,
 			if err != nil {
 				return err
 			}
-			return joinNode(c.Context, c.App.Writer, statedir.Layout{Dir: dir}, name)
+			return joinNode(c.Context, c.App.Writer, statedir.Layout{Dir: dir}, name, func(ctx context.Context) error {
+				s, err := openAPI(c, false)
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				return checkNoKubeletRuns(ctx, s.client, name)
+			})
 		},
 	}
 }
 
 // joinNode makes node a machine (machine.Join), checks the API server
 // answers from inside it, and gives the node its identity; on a failure it
-// removes the machine again.
-func joinNode(ctx context.Context, w io.Writer, l statedir.Layout, node string) (err error) {
+// removes the machine again. preflight runs for a node that has not
+// joined, once the API server is known to serve, before anything is made.
+func joinNode(ctx context.Context, w io.Writer, l statedir.Layout, node string, preflight func(context.Context) error) (err error) {
 	lab, err := machine.LoadLab(l)
 	if err != nil {
 		return err
@@ -104,6 +118,12 @@ func joinNode(ctx context.Context, w io.Writer, l statedir.Layout, node string) 
 	u, err := url.Parse(claim.URL)
 	if err != nil {
 		return fmt.Errorf("the API server's URL %q: %w", claim.URL, err)
+	}
+	if _, err := machine.Load(l.Node(node)); errors.Is(err, machine.ErrNotJoined) {
+		// (a node that joined is refused by machine.Join, saying so)
+		if err := preflight(ctx); err != nil {
+			return err
+		}
 	}
 	j, err := machine.Join(ctx, l, lab, node)
 	if err != nil {
@@ -182,6 +202,42 @@ func checkAPIServerFrom(ctx context.Context, l statedir.Layout, m machine.Machin
 	tc := tls.Client(conn, &tls.Config{RootCAs: cas, ServerName: host, MinVersion: tls.VersionTLS12})
 	if err := tc.HandshakeContext(dctx); err != nil {
 		return fmt.Errorf("the API server at %s, from inside node %s's machine: %w (its certificate must name the lab gateway: run podlab init again, then restart podlab apiserver)", addr, m.Node, err)
+	}
+	return nil
+}
+
+// checkNoKubeletRuns refuses to join a node whose kubelet runs now outside
+// a machine (in the host's network namespace), as kubeadm join's preflight
+// refuses a host whose kubelet port is in use: the join would change that
+// kubelet's certificates and kubeconfig under it, and a second kubelet of
+// the node would start in the machine. It dials the kubelet API at the
+// addresses and port the Node publishes; a stopped kubelet does not
+// answer. A Node not registered yet, or one that publishes no port, passes.
+func checkNoKubeletRuns(ctx context.Context, client apiserver.Interface, node string) error {
+	o, err := client.Get(ctx, "nodes", "", node)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("joining node %s: reading its Node: %w", node, err)
+	}
+	n, ok := o.(*corev1.Node)
+	if !ok || n.Status.DaemonEndpoints.KubeletEndpoint.Port <= 0 {
+		return nil
+	}
+	port := strconv.Itoa(int(n.Status.DaemonEndpoints.KubeletEndpoint.Port))
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		addr := net.JoinHostPort(a.Address, port)
+		d := net.Dialer{Timeout: time.Second}
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			continue
+		}
+		conn.Close()
+		return fmt.Errorf("joining node %s: its kubelet runs now, outside a machine (its API answers at %s, as Node %s publishes): stop it (Ctrl-C), join, then start it again: podlab kubelet --node %s then runs inside the machine", node, addr, node, node)
 	}
 	return nil
 }

@@ -205,12 +205,17 @@ func TestNodeIPAM_Exhausted(t *testing.T) {
 	for _, o := range evs.Items {
 		ev := o.(*corev1.Event)
 		if ev.InvolvedObject.Kind == "Node" && ev.InvolvedObject.Name == "node-3" && ev.Reason == "CIDRNotAvailable" &&
-			ev.Type == corev1.EventTypeNormal && ev.Message == "Node node-3 status is now: CIDRNotAvailable" && ev.Source.Component == "cidrAllocator" {
+			ev.Type == corev1.EventTypeNormal && ev.Message == "Node node-3 status is now: CIDRNotAvailable" && ev.Source.Component == "cidrAllocator" &&
+			ev.InvolvedObject.APIVersion == "v1" && ev.InvolvedObject.UID != "" {
 			found = true
 		}
 	}
 	if !found {
 		t.Errorf("no CIDRNotAvailable event about node-3 among %d events", len(evs.Items))
+	}
+	// kube's controllerutil.RecordNodeStatusChange logs before the event
+	if !strings.Contains(l.log.String(), `controller_utils.go:186] "Recording status change event message for node" logger="node-ipam-controller" status="CIDRNotAvailable" node="node-3"`) {
+		t.Errorf("no status change line:\n%s", tail(l.log.String(), 30))
 	}
 	if !strings.Contains(l.log.String(), `range_allocator.go:257] "Error processing node work item" err="error syncing 'node-3': failed to allocate cidr from cluster cidr at idx:0: CIDR allocation failed; there are no remaining CIDRs left to allocate in the accepted range, requeuing" logger="node-ipam-controller"`) {
 		t.Errorf("no error line:\n%s", tail(l.log.String(), 30))

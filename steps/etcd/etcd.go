@@ -9,7 +9,10 @@
 // a main around go.etcd.io/etcd/server/v3/etcdmain) into bin/etcd, beside
 // bin/etcdctl. One member, on loopback: its data under
 // <state>/etcd/member-data, clients on the port given (2379, etcd's, by
-// default), peers on the next one.
+// default), peers on the next one. Clients may reach it at more addresses
+// (Config.AlsoOn): `podlab etcd` adds the lab network's gateway, the
+// address the machines of joined nodes see the host at, as a control-plane
+// host's etcd listens on the host's own address besides loopback.
 package etcd
 
 import (
@@ -17,10 +20,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // DefaultClientPort is etcd's own client port; the peer port is the next.
@@ -35,6 +41,9 @@ type Config struct {
 	DataDir    string // its --data-dir
 	Host       string // the address it listens on: "127.0.0.1"
 	ClientPort int    // clients (the API server, etcdctl); peers on ClientPort+1
+	// AlsoOn are more addresses clients reach it at, on the same port (the
+	// lab network's gateway); peers stay on Host.
+	AlsoOn []string
 }
 
 // Validate says what is wrong with c, in words that say what to do.
@@ -49,17 +58,32 @@ func (c Config) Validate() error {
 	case c.ClientPort < 1 || c.ClientPort > 65534:
 		return fmt.Errorf("etcd's client port %d is not in 1-65534 (the peer port is the next one)", c.ClientPort)
 	}
+	for _, a := range c.AlsoOn {
+		if _, err := netip.ParseAddr(a); err != nil {
+			return fmt.Errorf("etcd's client address %q is not an IP address: %w", a, err)
+		}
+	}
 	return nil
 }
 
 // ClientURL is where clients reach it: what `podlab apiserver
 // --etcd-servers` and `etcdctl --endpoints` take.
 func (c Config) ClientURL() string {
-	return "http://" + c.Host + ":" + strconv.Itoa(c.ClientPort)
+	return "http://" + net.JoinHostPort(c.Host, strconv.Itoa(c.ClientPort))
+}
+
+// ClientURLs are every URL clients reach it at: ClientURL first, then one
+// per address of AlsoOn.
+func (c Config) ClientURLs() []string {
+	urls := []string{c.ClientURL()}
+	for _, a := range c.AlsoOn {
+		urls = append(urls, "http://"+net.JoinHostPort(a, strconv.Itoa(c.ClientPort)))
+	}
+	return urls
 }
 
 func (c Config) peerURL() string {
-	return "http://" + c.Host + ":" + strconv.Itoa(c.ClientPort+1)
+	return "http://" + net.JoinHostPort(c.Host, strconv.Itoa(c.ClientPort+1))
 }
 
 // Args are etcd's flags for the member: a one-member cluster, as
@@ -68,8 +92,8 @@ func (c Config) Args() []string {
 	return []string{
 		"--name", c.Name,
 		"--data-dir", c.DataDir,
-		"--listen-client-urls", c.ClientURL(),
-		"--advertise-client-urls", c.ClientURL(),
+		"--listen-client-urls", strings.Join(c.ClientURLs(), ","),
+		"--advertise-client-urls", strings.Join(c.ClientURLs(), ","),
 		"--listen-peer-urls", c.peerURL(),
 		"--initial-advertise-peer-urls", c.peerURL(),
 		"--initial-cluster", c.Name + "=" + c.peerURL(),

@@ -24,6 +24,25 @@ func TestConfig_Args(t *testing.T) {
 	}
 }
 
+// TestConfig_Args_AlsoOn: clients on loopback and on the lab network's
+// gateway, peers on loopback only.
+func TestConfig_Args_AlsoOn(t *testing.T) {
+	c := Config{Name: "podlab", DataDir: "/s/etcd/member-data", Host: "127.0.0.1", ClientPort: 2379, AlsoOn: []string{"172.20.5.1"}}
+	got := strings.Join(c.Args(), " ")
+	for _, want := range []string{
+		"--listen-client-urls http://127.0.0.1:2379,http://172.20.5.1:2379 ",
+		"--advertise-client-urls http://127.0.0.1:2379,http://172.20.5.1:2379 ",
+		"--listen-peer-urls http://127.0.0.1:2380 ",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args %q lack %q", got, want)
+		}
+	}
+	if urls := strings.Join(c.ClientURLs(), " "); urls != "http://127.0.0.1:2379 http://172.20.5.1:2379" {
+		t.Errorf("ClientURLs = %s", urls)
+	}
+}
+
 func TestConfig_BadInput(t *testing.T) {
 	good := Config{Name: "podlab", DataDir: "/s/etcd/member-data", Host: "127.0.0.1", ClientPort: 2379}
 	tests := []struct {
@@ -36,6 +55,7 @@ func TestConfig_BadInput(t *testing.T) {
 		{"last port", func(c *Config) { c.ClientPort = 65535 }, "peer port"},
 		{"no name", func(c *Config) { c.Name = "" }, "member name"},
 		{"no host", func(c *Config) { c.Host = "" }, "address"},
+		{"another address that is not one", func(c *Config) { c.AlsoOn = []string{"lab-gateway"} }, `client address "lab-gateway" is not an IP address`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,8 +2,10 @@ package netagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +52,7 @@ type Agent struct {
 
 	mu      sync.Mutex
 	skipped map[string]string // node -> the reason last logged
+	lastErr string            // the error last logged, not logged again
 }
 
 // New opens the node's network namespace.
@@ -86,7 +89,8 @@ func (a *Agent) Sync(ctx context.Context) (*Result, error) {
 
 // Run watches the Nodes (an informer) and reconciles after every change,
 // and every Resync, until ctx ends. A failed reconciliation is logged and
-// tried again at the next change or resync. It returns nil when ctx ends.
+// tried again at the next change or resync; while the agent's own Node
+// does not exist (ErrUnknownNode) it changes nothing, and says so once. It returns nil when ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	inf := apiserver.NewInformer(a.cfg.Client, "nodes", "", apiserver.ListOptions{})
 	if err := inf.Sync(ctx, nil); err != nil {
@@ -116,7 +120,16 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 func (a *Agent) reconcileLogged(objs []apiserver.Object) {
-	if _, err := a.reconcile(nodesOf(objs)); err != nil {
+	_, err := a.reconcile(nodesOf(objs))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case err == nil:
+		a.lastErr = ""
+	case errors.Is(err, ErrUnknownNode) && a.lastErr == err.Error():
+		// said once: it stays so until the node is registered
+	default:
+		a.lastErr = err.Error()
 		fmt.Fprintf(a.cfg.Log, "error: %v\n", err)
 	}
 }
@@ -126,6 +139,10 @@ func (a *Agent) reconcileLogged(objs []apiserver.Object) {
 func (a *Agent) reconcile(nodes []*corev1.Node) (*Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !slices.ContainsFunc(nodes, func(n *corev1.Node) bool { return n.Name == a.cfg.Node }) {
+		return nil, fmt.Errorf("%w: no Node is named %q (kubectl get nodes lists them): check --node, or start its kubelet first (podlab kubelet --node %s); no route is changed until it exists",
+			ErrUnknownNode, a.cfg.Node, a.cfg.Node)
+	}
 	routes, skipped := Desired(a.cfg.Node, nodes)
 	changes, notOurs, err := a.r.Apply(routes)
 	skipped = append(skipped, notOurs...)

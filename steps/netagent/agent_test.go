@@ -3,6 +3,7 @@ package netagent_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -333,6 +334,54 @@ func TestAgent_Routes(t *testing.T) {
 
 // reach listens on addr:port in to's namespace (addr on its lo) and
 // dials it from from's namespace.
+// TestAgent_UnknownNode: an agent whose own Node does not exist (a typo,
+// or a kubelet not registered yet) changes no route: Sync says why, with
+// ErrUnknownNode; Run says it once, not at every resync, and routes as
+// soon as the Node is registered.
+func TestAgent_UnknownNode(t *testing.T) {
+	ms := lab(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, agentClient, _ := server(t, ctx)
+	if _, err := admin.Create(ctx, apiNode("node-2", "10.244.2.0/24", ms[1].ip.String())); err != nil {
+		t.Fatal(err)
+	}
+	log := &syncBuffer{}
+	a, err := netagent.New(netagent.Config{Client: agentClient, Node: "node-1", Netns: ms[0].path, Log: log, Resync: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	want := `the agent's node does not exist: no Node is named "node-1" (kubectl get nodes lists them): check --node, or start its kubelet first (podlab kubelet --node node-1)`
+	if _, err := a.Sync(ctx); !errors.Is(err, netagent.ErrUnknownNode) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Sync = %v, want ErrUnknownNode saying %q", err, want)
+	}
+	if got := routes(t, ms[0], netagent.RouteProtocol); len(got) != 0 {
+		t.Errorf("routes made for an unknown node: %q", got)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // five resyncs
+	if got := routes(t, ms[0], netagent.RouteProtocol); len(got) != 0 {
+		t.Errorf("routes made by Run for an unknown node: %q", got)
+	}
+	if n := strings.Count(log.String(), want); n != 1 {
+		t.Errorf("Run said %d times that the node does not exist, want once:\n%s", n, log)
+	}
+	if _, err := admin.Create(ctx, apiNode("node-1", "10.244.1.0/24", ms[0].ip.String())); err != nil {
+		t.Fatal(err)
+	}
+	waitRoutes(t, ctx, ms[0], []string{"10.244.2.0/24 via 192.168.77.2"}, log)
+}
+
 func reach(t *testing.T, from, to machine, addr string) {
 	t.Helper()
 	lo, err := to.h.LinkByName("lo")

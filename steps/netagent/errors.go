@@ -23,3 +23,11 @@ var (
 	// ErrNoNode: Config.Node is empty.
 	ErrNoNode = errors.New("no node name")
 )
+
+// Errors of a reconciliation.
+var (
+	// ErrUnknownNode: no Node has the agent's own name (a typo, or its
+	// kubelet has not registered it yet). The agent changes no route
+	// until it exists, as flanneld does not start without its Node.
+	ErrUnknownNode = errors.New("the agent's node does not exist")
+)

@@ -110,7 +110,9 @@
 // are authorized as non-resource URLs and handed to the Fallback handler
 // (discovery and OpenAPI live in package discovery); server-side printing
 // (Accept: application/json;as=Table;g=meta.k8s.io;v=v1) goes to a
-// TableConvertor. Without them, those paths are 404 and tables are not
+// TableConvertor, with the TableOptions of the query (includeObject=None,
+// Metadata, the default, or Object, which kubectl --sort-by asks for; any
+// other value is a 400, in kube's words). Without them, those paths are 404 and tables are not
 // offered: kubectl asks for a Table or plain JSON, and gets JSON.
 //
 // Lists in pages are read as kube-apiserver reads them from etcd: the

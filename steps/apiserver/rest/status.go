@@ -11,7 +11,9 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
@@ -150,15 +152,39 @@ func negotiate(r *http.Request, tables bool) (accept, error) {
 			return accept{}, nil
 		}
 		if params["as"] == "Table" && params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") && tables {
-			inc := params["includeObject"]
+			opts, err := tableOptions(r)
+			if err != nil {
+				return accept{}, err
+			}
+			inc := string(opts.IncludeObject)
 			if inc == "" {
-				inc = "Metadata"
+				inc = string(metav1.IncludeMetadata)
 			}
 			return accept{table: true, includeObject: inc}, nil
 		}
 	}
 	return accept{}, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schema.GroupResource{}, "",
 		"only the following media types are accepted: application/json", 0, false)
+}
+
+// tableOptions reads the Table's options from the query, not from the
+// Accept header (kubectl sends includeObject=Object as a query parameter
+// when it sorts by a field, and sorts the rows by their objects), and
+// refuses a bad includeObject with kube-apiserver's 400, as its
+// optionsForTransform does.
+func tableOptions(r *http.Request) (*metav1.TableOptions, error) {
+	opts := &metav1.TableOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("Unable to convert to Table as requested: %v", err))
+	}
+	switch errs := metav1validation.ValidateTableOptions(opts); len(errs) {
+	case 0:
+		return opts, nil
+	case 1:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("Unable to convert to Table as requested: %v", errs[0].Error()))
+	default:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("Unable to convert to Table as requested: %v", errs))
+	}
 }
 
 // summarize is the start of a body, for an error about it, as kube's
