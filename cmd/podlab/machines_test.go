@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,71 +17,11 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/moby/sys/mountinfo"
-	"github.com/vishvananda/netlink"
 
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/statedir"
 )
-
-// hostTraces lists what of state's is on the host, outside its files:
-// links (its bridge, its nodes' veths), iptables rules naming it, routes
-// through its bridge, mounts under it, network namespaces of its machines
-// and cgroups under its root.
-func hostTraces(t *testing.T, state string, nodes ...string) []string {
-	t.Helper()
-	l := statedir.Layout{Dir: state}
-	var out []string
-	names := []string{machine.BridgeName(l)}
-	for _, n := range nodes {
-		names = append(names, machine.VethName(l, n))
-	}
-	links, err := netlink.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range links {
-		if slices.Contains(names, k.Attrs().Name) {
-			out = append(out, "link "+k.Attrs().Name)
-			routes, _ := netlink.RouteList(k, netlink.FAMILY_V4)
-			for _, r := range routes {
-				out = append(out, "route "+r.String())
-			}
-		}
-	}
-	for _, table := range []string{"filter", "nat"} {
-		rules, err := exec.Command("iptables", "-t", table, "-S").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range strings.Split(string(rules), "\n") {
-			if strings.Contains(r, state) || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(r, n) }) {
-				out = append(out, "iptables "+r)
-			}
-		}
-	}
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(state))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range mounts {
-		out = append(out, "mount "+m.Mountpoint)
-	}
-	for _, n := range nodes {
-		if _, err := os.Lstat(l.Node(n).MachineNetns()); err == nil {
-			out = append(out, "netns "+l.Node(n).MachineNetns())
-		}
-	}
-	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
-	hierarchies = append(hierarchies, "/sys/fs/cgroup")
-	for _, h := range hierarchies {
-		if _, err := os.Stat(filepath.Join(h, l.CgroupRoot())); err == nil {
-			out = append(out, "cgroup "+filepath.Join(h, l.CgroupRoot()))
-		}
-	}
-	return out
-}
 
 // TestNodeJoin_BadInput: each refused with what to do, and nothing made.
 func TestNodeJoin_BadInput(t *testing.T) {
@@ -109,7 +48,7 @@ func TestNodeJoin_BadInput(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("podlab %s: %v, want an error saying %q\n%s%s", strings.Join(tc.args, " "), err, tc.want, out, errOut)
 			}
-			if tr := hostTraces(t, state, "node-2", "node-3"); len(tr) != 0 {
+			if tr := testenv.LabTraces(t, state, "node-2", "node-3"); len(tr) != 0 {
 				t.Errorf("left behind: %v", tr)
 			}
 			if _, err := os.Stat(statedir.Layout{Dir: state}.Node("node-2").MachineDir()); err == nil {
@@ -142,7 +81,7 @@ func TestNodeJoin_APIServerWithoutTheGateway(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "does not answer") || !strings.Contains(err.Error(), "restart podlab apiserver") {
 		t.Fatalf("join: %v, want the API server not answering at the gateway, with the fix", err)
 	}
-	if tr := hostTraces(t, state, "node-2"); len(tr) != 0 {
+	if tr := testenv.LabTraces(t, state, "node-2"); len(tr) != 0 {
 		t.Errorf("a failed join left: %v", tr)
 	}
 	if _, err := os.Stat(l.Node("node-2").MachineDir()); err == nil {
@@ -158,32 +97,9 @@ func TestNodeJoin_Machines(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.Runc(t)
 	kubectl := testenv.Kubectl(t)
-	state := testenv.StateDir(t)
-	l := statedir.Layout{Dir: state}
-	port := freePort(t)
-	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
-	srv, srvErr := startAPIServer(t, state, port)
-	stopAPIServer := func() {
-		if srv.ProcessState == nil {
-			srv.Process.Signal(syscall.SIGTERM)
-			srv.Wait()
-		}
-	}
-	t.Cleanup(stopAPIServer)
 	nodes := []string{"node-a", "node-b"}
-	t.Cleanup(func() { // whatever happened: nothing of this test stays on the host
-		for _, n := range nodes {
-			machine.Leave(context.Background(), l, n, time.Second)
-		}
-	})
-	if tr := hostTraces(t, state, nodes...); len(tr) != 0 {
-		t.Fatalf("before: %v", tr)
-	}
-	lab, err := machine.LoadLab(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { machine.Down(context.Background(), lab) })
+	state, lab, srvErr, stopAPIServer := labWithAPIServer(t, nodes...)
+	l := statedir.Layout{Dir: state}
 	for _, n := range nodes {
 		out := mustPodlab(t, state, "node", "join", n)
 		for _, want := range []string{"network namespace " + l.Node(n).MachineNetns(), "bridge   " + lab.Bridge, "Next, each in a shell of its own:\n  podlab kubelet --node " + n} {
@@ -205,8 +121,8 @@ func TestNodeJoin_Machines(t *testing.T) {
 	}
 
 	// a registry on the lab network, where the nodes pull from
-	var ln net.Listener
-	if ln, err = net.Listen("tcp", net.JoinHostPort(lab.Gateway.String(), "0")); err != nil {
+	ln, err := net.Listen("tcp", net.JoinHostPort(lab.Gateway.String(), "0"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	reg := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
@@ -299,7 +215,7 @@ func TestNodeJoin_Machines(t *testing.T) {
 	if out := admin("get", "nodes", "-o", "name"); strings.Contains(out, "node-a") {
 		t.Errorf("node-a is still a Node:\n%s", out)
 	}
-	tr := hostTraces(t, state, nodes...)
+	tr := testenv.LabTraces(t, state, nodes...)
 	if slices.ContainsFunc(tr, func(s string) bool {
 		return strings.Contains(s, ms["node-a"].HostVeth) || strings.Contains(s, "node-a")
 	}) {
@@ -316,7 +232,7 @@ func TestNodeJoin_Machines(t *testing.T) {
 	if !strings.Contains(out, "Removed machines") || !strings.Contains(out, "node-b") {
 		t.Errorf("reset does not say it removed node-b's machine:\n%s", out)
 	}
-	if tr := hostTraces(t, state, nodes...); len(tr) != 0 {
+	if tr := testenv.LabTraces(t, state, nodes...); len(tr) != 0 {
 		t.Errorf("after reset: %v\n%s", tr, out)
 	}
 	// reset stopped node-b's kubelet, which ran in its machine
@@ -369,7 +285,7 @@ func TestNodeJoin_WhileItsHostKubeletRuns(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("join while node-2's host kubelet runs: %v, want %q", err, want)
 	}
-	if tr := hostTraces(t, state, "node-2"); slices.ContainsFunc(tr, func(s string) bool { return !strings.HasPrefix(s, "cgroup ") }) {
+	if tr := testenv.LabTraces(t, state, "node-2"); slices.ContainsFunc(tr, func(s string) bool { return !strings.HasPrefix(s, "cgroup ") }) {
 		t.Errorf("the refused join left: %v", tr)
 	}
 	if _, err := os.Stat(l.Node("node-2").MachineDir()); err == nil {
@@ -392,4 +308,39 @@ func TestNodeJoin_WhileItsHostKubeletRuns(t *testing.T) {
 		return err != nil
 	}, "node-2's kubelet to stop serving", out)
 	mustPodlab(t, state, "node", "join", "node-2")
+}
+
+// labWithAPIServer is a state directory with its PKI, a running podlab
+// apiserver (stopAPIServer stops it; so does the test's end) and its lab
+// network chosen; whatever the test does, its nodes leave and the lab goes
+// at the end, so nothing of it stays on the host. The host has no trace of
+// it yet (LabTraces), or the test fails at once.
+func labWithAPIServer(t *testing.T, nodes ...string) (state string, lab machine.Lab, srvErr *bytes.Buffer, stopAPIServer func()) {
+	t.Helper()
+	state = testenv.StateDir(t)
+	l := statedir.Layout{Dir: state}
+	port := freePort(t)
+	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
+	srv, srvErr := startAPIServer(t, state, port)
+	stopAPIServer = func() {
+		if srv.ProcessState == nil {
+			srv.Process.Signal(syscall.SIGTERM)
+			srv.Wait()
+		}
+	}
+	t.Cleanup(stopAPIServer)
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			machine.Leave(context.Background(), l, n, time.Second)
+		}
+	})
+	if tr := testenv.LabTraces(t, state, nodes...); len(tr) != 0 {
+		t.Fatalf("before: %v", tr)
+	}
+	lab, err := machine.LoadLab(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { machine.Down(context.Background(), lab) })
+	return state, lab, srvErr, stopAPIServer
 }

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -81,33 +80,9 @@ func TestPodNetwork_AcrossMachines(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.Runc(t)
 	kubectl := testenv.Kubectl(t)
-	state := testenv.StateDir(t)
-	l := statedir.Layout{Dir: state}
-	port := freePort(t)
-	mustPodlab(t, state, "init", "--apiserver-port", strconv.Itoa(port))
-	srv, srvErr := startAPIServer(t, state, port)
-	stopAPIServer := func() {
-		if srv.ProcessState == nil {
-			srv.Process.Signal(syscall.SIGTERM)
-			srv.Wait()
-		}
-	}
-	t.Cleanup(stopAPIServer)
 	nodes := []string{"node-1", "node-2"}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			machine.Leave(context.Background(), l, n, time.Second)
-		}
-	})
-	before := hostTraces(t, state, nodes...)
-	if len(before) != 0 {
-		t.Fatalf("before: %v", before)
-	}
-	lab, err := machine.LoadLab(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { machine.Down(context.Background(), lab) })
+	state, lab, srvErr, stopAPIServer := labWithAPIServer(t, nodes...)
+	l := statedir.Layout{Dir: state}
 
 	_, cmlog := startComponent(t, state, "controller-manager", "--allocate-node-cidrs", "--cluster-cidr", "10.244.0.0/16")
 	startComponent(t, state, "scheduler")
@@ -126,9 +101,11 @@ func TestPodNetwork_AcrossMachines(t *testing.T) {
 				t.Errorf("podlab node join %s does not say %q:\n%s", n, want, out)
 			}
 		}
-		if ms[n], err = machine.Load(l.Node(n)); err != nil {
+		m, err := machine.Load(l.Node(n))
+		if err != nil {
 			t.Fatal(err)
 		}
+		ms[n] = m
 	}
 	// the image, from a registry on the lab network (the first join made
 	// the bridge with the gateway)
@@ -225,7 +202,7 @@ func TestPodNetwork_AcrossMachines(t *testing.T) {
 	// reset, the API server stopped first: what the lab made on the host
 	// before (the bridge, the machines' veths, the netns mounts, the
 	// cgroups), nothing after
-	running := hostTraces(t, state, nodes...)
+	running := testenv.LabTraces(t, state, nodes...)
 	for _, want := range []string{"link " + lab.Bridge, "link " + ms["node-1"].HostVeth, "mount " + ms["node-2"].Netns, "netns " + ms["node-1"].Netns} {
 		if !slices.Contains(running, want) {
 			t.Errorf("before reset, the host should show %q: %v", want, running)
@@ -236,7 +213,7 @@ func TestPodNetwork_AcrossMachines(t *testing.T) {
 	}
 	stopAPIServer()
 	out := mustPodlab(t, state, "reset", "--yes", "--runtime", testenv.Runc(t))
-	if tr := hostTraces(t, state, nodes...); len(tr) != 0 {
+	if tr := testenv.LabTraces(t, state, nodes...); len(tr) != 0 {
 		t.Errorf("after reset: %v\n%s", tr, out)
 	}
 }

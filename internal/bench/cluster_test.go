@@ -40,7 +40,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/moby/sys/mountinfo"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	appsv1 "k8s.io/api/apps/v1"
@@ -223,59 +222,6 @@ func flannelRoutes(path string) (int, error) {
 	return len(rs), err
 }
 
-// labTraces lists what of the state directory is on the host, outside its
-// files: links (its bridge, its nodes' veths) and their routes, iptables
-// rules naming them or it, mounts under it, its machines' network
-// namespaces, and cgroups under its root.
-func labTraces(tb testing.TB, l statedir.Layout, nodes []string) []string {
-	tb.Helper()
-	var out []string
-	names := []string{machine.BridgeName(l)}
-	for _, n := range nodes {
-		names = append(names, machine.VethName(l, n))
-	}
-	links, err := netlink.LinkList()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, k := range links {
-		if slices.Contains(names, k.Attrs().Name) {
-			out = append(out, "link "+k.Attrs().Name)
-		}
-	}
-	for _, table := range []string{"filter", "nat"} {
-		rules, err := exec.Command("iptables", "-t", table, "-S").Output()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for _, r := range strings.Split(string(rules), "\n") {
-			if strings.Contains(r, l.Dir) || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(r, n) }) {
-				out = append(out, "iptables "+r)
-			}
-		}
-	}
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(l.Dir))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, m := range mounts {
-		out = append(out, "mount "+m.Mountpoint)
-	}
-	for _, n := range nodes {
-		if _, err := os.Lstat(l.Node(n).MachineNetns()); err == nil {
-			out = append(out, "netns "+l.Node(n).MachineNetns())
-		}
-	}
-	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
-	hierarchies = append(hierarchies, "/sys/fs/cgroup")
-	for _, h := range hierarchies {
-		if _, err := os.Stat(filepath.Join(h, l.CgroupRoot())); err == nil {
-			out = append(out, "cgroup "+filepath.Join(h, l.CgroupRoot()))
-		}
-	}
-	return out
-}
-
 // askOverHTTP sends GET / to ip:8080 from inside the network namespace
 // pinned at from, and wants 200 with the target pod's name in the page
 // (the hello image answers with its host name, the pod's).
@@ -353,7 +299,7 @@ func clusterOfMachines(tb testing.TB, o cluster) clusterResult {
 				c.stop(syscall.SIGKILL)
 			}
 		}
-		res.Traces = labTraces(tb, l, nodes)
+		res.Traces = testenv.LabTraces(tb, l.Dir, nodes...)
 		for _, n := range nodes { // whatever reset missed, so the host stays clean
 			machine.Leave(context.Background(), l, n, time.Second)
 		}
