@@ -121,14 +121,7 @@ func TestNodeJoin_Machines(t *testing.T) {
 	}
 
 	// a registry on the lab network, where the nodes pull from
-	ln, err := net.Listen("tcp", net.JoinHostPort(lab.Gateway.String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
-	go reg.Serve(ln)
-	t.Cleanup(func() { reg.Close() })
-	ref := pushShell(t, ln.Addr().String())
+	ref := pushShell(t, labRegistry(t, lab))
 
 	kubelets := map[string]*exec.Cmd{}
 	kout := map[string]*lockedBuffer{}
@@ -343,4 +336,19 @@ func labWithAPIServer(t *testing.T, nodes ...string) (state string, lab machine.
 	}
 	t.Cleanup(func() { machine.Down(context.Background(), lab) })
 	return state, lab, srvErr, stopAPIServer
+}
+
+// labRegistry serves an in-process registry on the lab network's gateway,
+// where joined nodes pull from (the first join made the bridge that holds
+// the gateway's address), until the test ends; it returns host:port.
+func labRegistry(t *testing.T, lab machine.Lab) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(lab.Gateway.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	go reg.Serve(ln)
+	t.Cleanup(func() { reg.Close() })
+	return ln.Addr().String()
 }

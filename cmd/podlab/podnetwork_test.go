@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"os"
@@ -15,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/machine"
@@ -107,16 +104,8 @@ func TestPodNetwork_AcrossMachines(t *testing.T) {
 		}
 		ms[n] = m
 	}
-	// the image, from a registry on the lab network (the first join made
-	// the bridge with the gateway)
-	ln, err := net.Listen("tcp", net.JoinHostPort(lab.Gateway.String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
-	go reg.Serve(ln)
-	t.Cleanup(func() { reg.Close() })
-	ref := pushHello(t, ln.Addr().String())
+	// the image, from a registry on the lab network
+	ref := pushHello(t, labRegistry(t, lab))
 
 	for _, n := range nodes {
 		_, klogs[n] = startComponent(t, state, "kubelet", "--node", n, "--insecure")
@@ -137,7 +126,8 @@ func TestPodNetwork_AcrossMachines(t *testing.T) {
 			f := strings.Fields(out)
 			return len(f) == 2 && f[0] == "True"
 		}, n+" Ready with a podCIDR", cmlog)
-		_, cidrs[n], err = net.ParseCIDR(admin("get", "node", n, "-o", "jsonpath={.spec.podCIDR}"))
+		_, cidr, err := net.ParseCIDR(admin("get", "node", n, "-o", "jsonpath={.spec.podCIDR}"))
+		cidrs[n] = cidr
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -363,20 +362,7 @@ func clusterOfMachines(tb testing.TB, o cluster) clusterResult {
 	}
 	res.Setup = time.Since(begin)
 
-	grace := int64(2)
-	labels := map[string]string{"app": "web"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &o.Replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace,
-					Containers: []corev1.Container{{Name: "hello", Image: ref}}},
-			},
-		},
-	}
+	d := webDeployment(o.Replicas, ref)
 	tl := watchTimeline(tb, ctx, cs)
 	start := time.Now()
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {

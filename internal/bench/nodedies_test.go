@@ -176,20 +176,7 @@ func nodeDies(tb testing.TB, o nodeDeath) nodeDeathResult {
 		}
 	})
 
-	grace := int64(2)
-	labels := map[string]string{"app": "web"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &o.Replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace,
-					Containers: []corev1.Container{{Name: "hello", Image: ref}}},
-			},
-		},
-	}
+	d := webDeployment(o.Replicas, ref)
 	if _, err := admin.Create(ctx, d); err != nil {
 		tb.Fatal(err)
 	}
@@ -286,4 +273,24 @@ func TestNodeDies(t *testing.T) {
 		t.Errorf("the pods moved %v after the taint, before their toleration (%d s) ran out", r.TaintToRunning, o.Toleration)
 	}
 	t.Logf("kubelet stopped -> tainted %v; tainted -> %d pod(s) Running on node-1 %v", r.KillToTaint.Round(time.Millisecond), r.Moved, r.TaintToRunning.Round(time.Millisecond))
+}
+
+// webDeployment is the Deployment default/web of replicas pods of the image
+// ref, labelled app=web, with a 2 s grace period so that evictions and
+// resets do not wait out kube's 30 s.
+func webDeployment(replicas int32, ref string) *appsv1.Deployment {
+	grace := int64(2)
+	labels := map[string]string{"app": "web"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace,
+					Containers: []corev1.Container{{Name: "hello", Image: ref}}},
+			},
+		},
+	}
 }
