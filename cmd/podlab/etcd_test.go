@@ -223,15 +223,7 @@ func TestEtcd_Command(t *testing.T) {
 	etcdctl := strings.TrimSuffix(bin, "etcd") + "etcdctl"
 	state := t.TempDir()
 	port := freePort(t)
-	cmd := exec.Command(os.Args[0], "--state-dir", state, "etcd", "--port", strconv.Itoa(port))
-	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, out, done := startPodlabEtcd(t, state, bin, port)
 	defer cmd.Process.Kill()
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	deadline := time.Now().Add(20 * time.Second)
@@ -284,15 +276,7 @@ func TestEtcd_OnTheLabNetwork(t *testing.T) {
 		t.Fatalf("the bridge %s is there before podlab etcd", lab.Bridge)
 	}
 	port := freePort(t)
-	cmd := exec.Command(os.Args[0], "--state-dir", state, "etcd", "--port", strconv.Itoa(port))
-	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, out, done := startPodlabEtcd(t, state, bin, port)
 	defer cmd.Process.Kill()
 	loopback := "http://127.0.0.1:" + strconv.Itoa(port)
 	gateway := "http://" + lab.Gateway.String() + ":" + strconv.Itoa(port)
@@ -327,4 +311,20 @@ func TestEtcd_OnTheLabNetwork(t *testing.T) {
 	if _, err := netlink.LinkByName(lab.Bridge); err == nil {
 		t.Errorf("the lab bridge %s is still there after podlab reset:\n%s", lab.Bridge, reset)
 	}
+}
+
+// startPodlabEtcd starts podlab etcd (bin/etcd found on PATH) in the
+// foreground of a child process; done receives its end.
+func startPodlabEtcd(t *testing.T, state, bin string, port int) (*exec.Cmd, *lockedBuffer, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "--state-dir", state, "etcd", "--port", strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, out, done
 }
