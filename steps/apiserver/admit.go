@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/podlab/podlab/steps/apiserver/admission"
@@ -15,8 +16,8 @@ import (
 
 // admitCreate runs admission and validation for a new object, in
 // kube-apiserver's order: mutating plugins (NamespaceLifecycle, defaults,
-// LimitRanger, NodeRestriction), validation of the object's fields, then validating plugins
-// (PodSecurity, ResourceQuota, and RBAC's escalation check). It runs inside
+// LimitRanger, NodeRestriction, RuntimeClass), validation of the object's fields, then validating plugins
+// (PodSecurity, RuntimeClass, ResourceQuota, and RBAC's escalation check). It runs inside
 // the write's own transaction, so what it reads (the namespace, limit
 // ranges, quotas and the pods they count) cannot change before the write:
 // two parallel creates against one quota cannot both squeeze in. It returns
@@ -77,6 +78,17 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 	if err := c.nodeRestriction(tx, u, admission.Create, res, "", obj.GetNamespace(), obj.GetName(), obj, nil); err != nil {
 		return nil, err
 	}
+	var runtimeClass *nodev1.RuntimeClass
+	if isPod {
+		var err error
+		if runtimeClass, err = podRuntimeClass(tx, pod); err != nil {
+			return nil, err
+		}
+		notes, err := admission.RuntimeClassAdmit(pod, runtimeClass)
+		if err := c.phase(PhaseMutatingAdmission, "RuntimeClass", notes, err); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.phase(PhaseValidation, "", nil, admission.Validate(obj)); err != nil {
 		return nil, err
 	}
@@ -88,6 +100,10 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		}
 		notes, err = c.s.psa.Admit(ns, pod)
 		if err := c.phase(PhaseValidatingAdmission, "PodSecurity", notes, err); err != nil {
+			return nil, err
+		}
+		notes, err = admission.RuntimeClassValidate(pod, runtimeClass)
+		if err := c.phase(PhaseValidatingAdmission, "RuntimeClass", notes, err); err != nil {
 			return nil, err
 		}
 		if updated, err = c.quota(tx, pod); err != nil {
@@ -110,6 +126,19 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		return nil, err
 	}
 	return updated, nil
+}
+
+// podRuntimeClass reads the RuntimeClass a pod names, in the write's
+// transaction; nil when it names none or none by that name is stored.
+func podRuntimeClass(tx *store.Tx, pod *corev1.Pod) (*nodev1.RuntimeClass, error) {
+	if pod.Spec.RuntimeClassName == nil {
+		return nil, nil
+	}
+	rc, err := getTyped[*nodev1.RuntimeClass](tx, mustResource("runtimeclasses"), "", *pod.Spec.RuntimeClassName)
+	if err != nil {
+		return nil, fmt.Errorf("reading RuntimeClass %q of pod %q: %w", *pod.Spec.RuntimeClassName, pod.Name, err)
+	}
+	return rc, nil
 }
 
 // quota runs ResourceQuota admission for a new pod against the namespace's

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -79,6 +80,7 @@ var resources = []Resource{
 	{Name: "rolebindings", Singular: "rolebinding", Kind: "RoleBinding", Group: "rbac.authorization.k8s.io", Version: "v1", Namespaced: true, StorePrefix: "/registry/rolebindings", new: func() Object { return &rbacv1.RoleBinding{} }},
 	{Name: "clusterroles", Singular: "clusterrole", Kind: "ClusterRole", Group: "rbac.authorization.k8s.io", Version: "v1", StorePrefix: "/registry/clusterroles", new: func() Object { return &rbacv1.ClusterRole{} }},
 	{Name: "clusterrolebindings", Singular: "clusterrolebinding", Kind: "ClusterRoleBinding", Group: "rbac.authorization.k8s.io", Version: "v1", StorePrefix: "/registry/clusterrolebindings", new: func() Object { return &rbacv1.ClusterRoleBinding{} }},
+	{Name: "runtimeclasses", Singular: "runtimeclass", Kind: "RuntimeClass", Group: "node.k8s.io", Version: "v1", StorePrefix: "/registry/runtimeclasses", new: func() Object { return &nodev1.RuntimeClass{} }},
 }
 
 // Resources lists every resource the API server serves, in a fixed order.

@@ -25,6 +25,9 @@
 //     LimitRanger fills resources from the namespace's LimitRanges
 //     (LimitRangerMutate). NodeRestriction changes nothing but refuses a
 //     kubelet's writes to what is not its own node's (NodeRestriction).
+//     RuntimeClass refuses a pod naming a RuntimeClass that does not exist
+//     and copies the class's overhead and scheduling constraints onto the
+//     pod (RuntimeClassAdmit).
 //     Then the registry strategy prepares the object (PrepareForCreate): a
 //     new object's status is the API server's, not the client's, so
 //     whatever status a client sent is dropped (a pod is Pending, its QoS
@@ -38,8 +41,9 @@
 //     such as a pod's AppArmor annotations).
 //  6. Validating admission: plugins that may only say yes or no.
 //     LimitRanger's min/max checks (LimitRangerValidate),
-//     ResourceQuota (would this pod exceed the namespace's quota?) and
-//     PodSecurity (does the pod meet the namespace's Pod Security Standard?).
+//     ResourceQuota (would this pod exceed the namespace's quota?),
+//     PodSecurity (does the pod meet the namespace's Pod Security Standard?)
+//     and RuntimeClass (is spec.overhead the class's? RuntimeClassValidate).
 //  7. Storage: only now is the object written to etcd.
 //
 // A rejection at any step stores nothing: the client gets a Status error
@@ -48,8 +52,9 @@
 //
 // A pod create therefore runs:
 //
-//	NamespaceLifecycle -> PrepareForCreate -> DefaultPod -> DefaultTolerationSeconds -> LimitRangerMutate -> Validate ->
-//	LimitRangerValidate -> ResourceQuota -> (*PodSecurityAdmission).Admit
+//	NamespaceLifecycle -> PrepareForCreate -> DefaultPod -> DefaultTolerationSeconds -> LimitRangerMutate ->
+//	NodeRestriction -> RuntimeClassAdmit -> Validate -> LimitRangerValidate -> (*PodSecurityAdmission).Admit ->
+//	RuntimeClassValidate -> ResourceQuota
 //
 // Each function returns notes, one human sentence per decision or change
 // ("set spec.restartPolicy=Always", `quota "compute": requests.cpu 600m of 1

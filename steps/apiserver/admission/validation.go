@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -84,6 +85,7 @@ var (
 	deploymentKind         = schema.GroupKind{Group: "apps", Kind: "Deployment"}
 	replicaSetKind         = schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}
 	leaseKind              = schema.GroupKind{Group: coordinationv1.GroupName, Kind: "Lease"}
+	runtimeClassKind       = schema.GroupKind{Group: nodev1.GroupName, Kind: "RuntimeClass"}
 	roleKind               = schema.GroupKind{Group: rbacv1.GroupName, Kind: "Role"}
 	clusterRoleKind        = schema.GroupKind{Group: rbacv1.GroupName, Kind: "ClusterRole"}
 	roleBindingKind        = schema.GroupKind{Group: rbacv1.GroupName, Kind: "RoleBinding"}
@@ -124,6 +126,9 @@ func validateCreate(obj runtime.Object) (schema.GroupKind, *metav1.ObjectMeta, f
 	case *coordinationv1.Lease:
 		errs := validateMeta(&o.ObjectMeta, true, apivalidation.NameIsDNSSubdomain)
 		return leaseKind, &o.ObjectMeta, append(errs, validateLeaseSpec(&o.Spec)...), nil
+	case *nodev1.RuntimeClass:
+		errs := validateMeta(&o.ObjectMeta, false, apivalidation.NameIsDNSSubdomain)
+		return runtimeClassKind, &o.ObjectMeta, append(errs, validateRuntimeClass(o)...), nil
 	case *rbacv1.Role:
 		errs := validateMeta(&o.ObjectMeta, true, path.ValidatePathSegmentName)
 		return roleKind, &o.ObjectMeta, append(errs, validateRules(o.Rules, true)...), nil
@@ -185,6 +190,10 @@ func validateUpdate(newObj, oldObj runtime.Object) (schema.GroupKind, *metav1.Ob
 	case *coordinationv1.Lease:
 		o := oldObj.(*coordinationv1.Lease)
 		return leaseKind, &n.ObjectMeta, append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateLeaseSpec(&n.Spec)...), nil
+	case *nodev1.RuntimeClass:
+		o := oldObj.(*nodev1.RuntimeClass)
+		errs := append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateRuntimeClass(n)...)
+		return runtimeClassKind, &n.ObjectMeta, append(errs, validateRuntimeClassUpdate(n, o)...), nil
 	case *rbacv1.Role:
 		o := oldObj.(*rbacv1.Role)
 		return roleKind, &n.ObjectMeta, append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateRules(n.Rules, true)...), nil

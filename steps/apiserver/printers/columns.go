@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1beta1 "k8s.io/api/rbac/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -94,6 +95,12 @@ func Columns(kind string) ([]metav1.TableColumnDefinition, error) {
 		return []metav1.TableColumnDefinition{
 			name,
 			{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]},
+			age,
+		}, nil
+	case "RuntimeClass":
+		return []metav1.TableColumnDefinition{
+			name,
+			{Name: "Handler", Type: "string", Description: nodev1.RuntimeClass{}.SwaggerDoc()["handler"]},
 			age,
 		}, nil
 	case "Role", "ClusterRole", "LimitRange":

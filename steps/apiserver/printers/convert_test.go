@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -83,6 +84,11 @@ func TestTableConvertor_ConvertToTable(t *testing.T) {
 			name: "lease without holder", obj: &coordinationv1.Lease{ObjectMeta: objectMeta("default", "free", 5*time.Minute)},
 			columns: "Name Holder Age",
 			rows:    [][]any{{"free", "", "5m"}},
+		},
+		{
+			name: "runtime class", obj: &nodev1.RuntimeClass{ObjectMeta: objectMeta("", "gvisor", 2*time.Hour), Handler: "runsc"},
+			columns: "Name Handler Age",
+			rows:    [][]any{{"gvisor", "runsc", "120m"}},
 		},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -45,6 +46,8 @@ func Cells(obj apiserver.Object, now time.Time) ([]any, error) {
 			holder = *o.Spec.HolderIdentity
 		}
 		return []any{o.Name, holder, Age(o.CreationTimestamp, now)}, nil
+	case *nodev1.RuntimeClass:
+		return []any{o.Name, o.Handler, Age(o.CreationTimestamp, now)}, nil
 	case *rbacv1.Role, *rbacv1.ClusterRole, *corev1.LimitRange:
 		return []any{obj.GetName(), obj.GetCreationTimestamp().UTC().Format(time.RFC3339)}, nil
 	case *rbacv1.RoleBinding:
