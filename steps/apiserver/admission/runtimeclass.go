@@ -36,10 +36,11 @@ import (
 //     scheduling.tolerations are added to the pod's, so it tolerates the
 //     taints that keep other pods off those nodes.
 //
-// It returns one note per decision or change.
+// It returns one note per decision or change, none for a pod naming no
+// RuntimeClass.
 func RuntimeClassAdmit(p *corev1.Pod, rc *nodev1.RuntimeClass) ([]string, error) {
 	if p.Spec.RuntimeClassName == nil {
-		return []string{"pod names no RuntimeClass: the node's default handler runs it"}, nil
+		return nil, nil // nothing to do: the node's default handler runs the pod
 	}
 	name := *p.Spec.RuntimeClassName
 	if rc == nil {
@@ -98,7 +99,10 @@ func RuntimeClassValidate(p *corev1.Pod, rc *nodev1.RuntimeClass) ([]string, err
 	if p.Spec.Overhead != nil {
 		return nil, apierrors.NewForbidden(podsResource, p.Name, fmt.Errorf("pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead"))
 	}
-	return []string{"no overhead to check"}, nil
+	if rc == nil {
+		return nil, nil // no class, no overhead: nothing to check
+	}
+	return []string{fmt.Sprintf("RuntimeClass %q defines no overhead, and the pod sets none", rc.Name)}, nil
 }
 
 // validateRuntimeClass is kube's ValidateRuntimeClass: the handler (the

@@ -55,8 +55,8 @@ func TestRuntimeClassAdmit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("RuntimeClassAdmit: %v", err)
 			}
-			if len(notes) == 0 {
-				t.Error("no notes: -v would narrate nothing")
+			if (len(notes) == 0) != (tt.rc == nil) {
+				t.Errorf("notes %q: want some exactly when the pod names a RuntimeClass", notes)
 			}
 			if !reflect.DeepEqual(p.Spec.Overhead, tt.wantOverhead) || !reflect.DeepEqual(p.Spec.NodeSelector, tt.wantSelector) || !reflect.DeepEqual(p.Spec.Tolerations, tt.wantTols) {
 				t.Errorf("overhead %v selector %v tolerations %v; want %v %v %v", p.Spec.Overhead, p.Spec.NodeSelector, p.Spec.Tolerations, tt.wantOverhead, tt.wantSelector, tt.wantTols)
