@@ -44,8 +44,9 @@ func TestPodNetwork_OverCNI(t *testing.T) {
 	_, cmlog := startComponent(t, state, "controller-manager", "--allocate-node-cidrs", "--cluster-cidr", "10.244.0.0/16")
 	_, klog := startComponent(t, state, "kubelet", "--port", "0")
 	waitFor(t, 30*time.Second, func() bool {
-		out, _ := kubectlWith(kubectl, l.Kubeconfig("admin"), "get", "node", "node-1", "-o", "jsonpath={.spec.podCIDR}")
-		return out != ""
+		out, err := kubectlWith(kubectl, l.Kubeconfig("admin"), "get", "node", "node-1", "-o", "jsonpath={.spec.podCIDR}")
+		_, _, perr := net.ParseCIDR(strings.TrimSpace(out))
+		return err == nil && perr == nil // not kubectl's NotFound before the kubelet registers
 	}, "node-1's pod CIDR", cmlog)
 	startComponent(t, state, "scheduler")
 	mustPodlab(t, state, "run", "web-a", "--image", ref)
