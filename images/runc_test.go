@@ -228,7 +228,7 @@ func getInNetns(pid int, addr string) (*http.Response, string, error) {
 			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
 				return result{err: fmt.Errorf("setns: %w", err)}
 			}
-			if err := loopbackUp(); err != nil {
+			if err := testenv.LoopbackUp(); err != nil {
 				return result{err: fmt.Errorf("bringing lo up: %w", err)}
 			}
 			var lastErr error
@@ -257,21 +257,4 @@ func getInNetns(pid int, addr string) (*http.Response, string, error) {
 	}()
 	r := <-done
 	return r.resp, r.body, r.err
-}
-
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }

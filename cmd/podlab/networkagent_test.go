@@ -2,16 +2,13 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/testenv"
@@ -24,43 +21,8 @@ import (
 // network, as far as routing goes. The host's namespace is not touched.
 func testNetns(t *testing.T, dir, addr string) (string, *netlink.Handle) {
 	t.Helper()
-	testenv.RequireRoot(t)
 	path := filepath.Join(dir, "net")
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := func() error {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			return err
-		}
-		defer orig.Close()
-		ns, err := netns.New()
-		if err != nil {
-			return err
-		}
-		defer ns.Close()
-		if err := netns.Set(orig); err != nil {
-			return err
-		}
-		return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", int(ns)), path, "", unix.MS_BIND, "")
-	}()
-	if err != nil {
-		t.Fatalf("making a network namespace: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(path, unix.MNT_DETACH) })
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
+	h := testenv.PinnedNetns(t, path)
 	ip, ipnet, err := net.ParseCIDR(addr)
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,16 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +32,7 @@ const netnsEnv = "PODLAB_TEST_IN_NETNS"
 func InNewNetns(t *testing.T) bool {
 	t.Helper()
 	if os.Getenv(netnsEnv) == t.Name() {
-		if err := loopbackUp(); err != nil {
+		if err := LoopbackUp(); err != nil {
 			t.Fatalf("bringing up lo in the test's network namespace: %v", err)
 		}
 		return true
@@ -52,8 +56,9 @@ func InNewNetns(t *testing.T) bool {
 	return false
 }
 
-// loopbackUp sets IFF_UP on lo in the process's network namespace.
-func loopbackUp() error {
+// LoopbackUp sets IFF_UP on lo in the calling thread's network namespace
+// (a new namespace's loopback is down).
+func LoopbackUp() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -68,4 +73,52 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// PinnedNetns makes a new network namespace, pinned by a bind mount on the
+// file path (as podlab node join pins a node's), with its loopback up, and
+// returns a netlink handle in it. The test's threads never stay in it; the
+// mount and the handle go when the test ends.
+func PinnedNetns(t testing.TB, path string) *netlink.Handle {
+	t.Helper()
+	RequireRoot(t)
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := func() error {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			return err
+		}
+		defer orig.Close()
+		ns, err := netns.New()
+		if err != nil {
+			return err
+		}
+		defer ns.Close()
+		if err := netns.Set(orig); err != nil {
+			return err
+		}
+		return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", int(ns)), path, "", unix.MS_BIND, "")
+	}()
+	if err != nil {
+		t.Fatalf("making a network namespace at %s: %v", path, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(path, unix.MNT_DETACH) })
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	if lo, err := h.LinkByName("lo"); err != nil || h.LinkSetUp(lo) != nil {
+		t.Fatalf("lo in %s: %v", path, err)
+	}
+	return h
 }

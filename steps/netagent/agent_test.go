@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -54,45 +53,7 @@ func (s *syncBuffer) String() string {
 func newNetns(t *testing.T, dir, name string) (string, *netlink.Handle) {
 	t.Helper()
 	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := func() error {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			return err
-		}
-		defer orig.Close()
-		ns, err := netns.New()
-		if err != nil {
-			return err
-		}
-		defer ns.Close()
-		if err := netns.Set(orig); err != nil {
-			return err
-		}
-		return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", int(ns)), path, "", unix.MS_BIND, "")
-	}()
-	if err != nil {
-		t.Fatalf("making the network namespace %s: %v", name, err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(path, unix.MNT_DETACH) })
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	if lo, err := h.LinkByName("lo"); err != nil || h.LinkSetUp(lo) != nil {
-		t.Fatalf("lo in %s: %v", name, err)
-	}
-	return path, h
+	return path, testenv.PinnedNetns(t, path)
 }
 
 // machine is one node's network namespace on the lab's layer-2 network.

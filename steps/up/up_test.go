@@ -270,7 +270,7 @@ func TestGetInPod_NetworkNamespace(t *testing.T) {
 			errc <- err
 			return
 		}
-		if err := loUp(); err != nil {
+		if err := testenv.LoopbackUp(); err != nil {
 			errc <- err
 			return
 		}
@@ -406,24 +406,6 @@ func TestReadProcess_Self(t *testing.T) {
 // unixLock locks the goroutine to its thread for good: the thread, in
 // another namespace, ends with the goroutine.
 func unixLock() { runtime.LockOSThread() }
-
-// loUp sets IFF_UP on lo in the calling thread's network namespace.
-func loUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
 
 // TestReset_SubPathMounts: a pod's subPath bind mount of a volume, stacked
 // twice on its path, is unmounted, and the volume's files are not removed
