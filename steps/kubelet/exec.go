@@ -62,13 +62,19 @@ func (k *Kubelet) Exec(ctx context.Context, pod *corev1.Pod, container string, c
 	}
 	defer pty.close()
 	ro.Console = pty.follower
-	// the first size, if the client sent one already
-	select {
-	case sz, ok := <-opts.Resize:
-		if ok {
-			pty.resize(sz)
+	// the first size, before the command starts: kubectl sends it right
+	// after the streams connect, but on a loaded machine that can take a
+	// while (100 ms was not enough: stty size said "0 0"); a client that
+	// sends none costs a second
+	if opts.Resize != nil {
+		select {
+		case sz, ok := <-opts.Resize:
+			if ok {
+				pty.resize(sz)
+			}
+		case <-time.After(time.Second):
+		case <-ctx.Done():
 		}
-	case <-time.After(100 * time.Millisecond):
 	}
 	done := make(chan struct{})
 	defer close(done)
