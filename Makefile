@@ -23,11 +23,14 @@ CRANE_VERSION:= v0.22.1
 KUBECTL_VERSION := v1.37.2
 # etcd's release is tools/etcd/go.mod's (go.etcd.io/etcd/server/v3).
 ETCD_VERSION := 3.6.16
+# crictl, the CRI's own client (cri-tools follows Kubernetes' minor release).
+CRICTL_VERSION := 1.37.0
 KUBECTL_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(p).gitVersion=$(KUBECTL_VERSION) -X $(p).gitMajor=1 \
 	-X $(p).gitMinor=$(word 2,$(subst ., ,$(KUBECTL_VERSION))) -X $(p).gitTreeState=clean)
 # Debian packages the build, the tests, the lessons (nsenter, ps, python3) and the benchmarks need.
-APT_PACKAGES := libseccomp-dev pkg-config gcc pigz umoci iproute2 curl ca-certificates time util-linux procps python3 openssl containernetworking-plugins iptables
+APT_PACKAGES := libseccomp-dev pkg-config gcc pigz umoci iproute2 curl ca-certificates time util-linux procps python3 openssl containernetworking-plugins iptables \
+	containerd runsc crun
 
 PODLAB := $(BIN)/podlab --state-dir $(STATE_DIR)
 export PODLAB_DEB_CACHE := $(STATE_DIR)/cache/debs
@@ -37,7 +40,7 @@ export PATH := $(BIN):$(PATH)
 
 all: build
 
-## deps: install what is missing (Debian packages, runc with the 2025 CVE fixes, crane, kubectl, etcd and etcdctl)
+## deps: install what is missing (Debian packages (containerd, runsc and crun among them), runc with the 2025 CVE fixes, crane, kubectl, etcd, etcdctl and crictl)
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -63,6 +66,10 @@ deps:
 		echo "building etcd and etcdctl $(ETCD_VERSION) into bin/ (tools/etcd; about a minute on 2 cores; Debian's 3.4 is too old for Kubernetes v1.37)"; \
 		cd tools/etcd && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/etcd . && \
 		CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3; \
+	fi
+	@if ! $(BIN)/crictl --version 2>/dev/null | grep -qx "crictl version $(CRICTL_VERSION)"; then \
+		echo "building crictl $(CRICTL_VERSION) into bin/ (sigs.k8s.io/cri-tools; about 30 seconds)"; \
+		GOBIN=$(BIN) CGO_ENABLED=0 $(GO) install -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$(CRICTL_VERSION)" sigs.k8s.io/cri-tools/cmd/crictl@v$(CRICTL_VERSION); \
 	fi
 
 ## build: bin/podlab, static (no dynamic loader at start); urfave_cli_no_docs
