@@ -29,7 +29,7 @@ KUBECTL_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client
 	-X $(p).gitVersion=$(KUBECTL_VERSION) -X $(p).gitMajor=1 \
 	-X $(p).gitMinor=$(word 2,$(subst ., ,$(KUBECTL_VERSION))) -X $(p).gitTreeState=clean)
 # Debian packages the build, the tests, the lessons (nsenter, ps, python3) and the benchmarks need.
-APT_PACKAGES := libseccomp-dev pkg-config gcc pigz umoci iproute2 curl ca-certificates time util-linux procps python3 openssl containernetworking-plugins iptables \
+APT_PACKAGES := libseccomp-dev pkg-config gcc libc6-dev pigz umoci iproute2 curl ca-certificates time util-linux procps python3 openssl containernetworking-plugins iptables \
 	containerd runsc crun
 
 PODLAB := $(BIN)/podlab --state-dir $(STATE_DIR)

@@ -52,8 +52,8 @@ type BuiltLayer struct {
 	CreatedBy string  // from the image's history
 }
 
-// BuildAll builds every demo image (podlab/hello:1.0 and
-// library/nginx:latest) and writes them into the OCI image layout at
+// BuildAll builds every demo image (podlab/hello:1.0,
+// library/nginx:latest and pause:3.10.2) and writes them into the OCI image layout at
 // layoutDir, each named by a ref.name annotation. Running it again replaces
 // the images in place (and removes blobs no image uses any more): it never
 // duplicates an entry.
@@ -99,7 +99,17 @@ func BuildAll(ctx context.Context, layoutDir string, opts BuildOptions) ([]Built
 		return nil, err
 	}
 
-	named := []Named{{Ref: NginxRef, Image: nginx}, {Ref: HelloRef, Image: hello}}
+	pauseBin := filepath.Join(work, "pause")
+	fmt.Fprintf(opts.Log, "gcc -static pause.c -> %s\n", pauseBin)
+	if err := BuildPause(ctx, pauseBin); err != nil {
+		return nil, err
+	}
+	pause, err := Pause(ctx, PauseOptions{Binary: pauseBin})
+	if err != nil {
+		return nil, err
+	}
+
+	named := []Named{{Ref: NginxRef, Image: nginx}, {Ref: HelloRef, Image: hello}, {Ref: PauseRef, Image: pause}}
 	if err := WriteLayout(ctx, layoutDir, named); err != nil {
 		return nil, err
 	}

@@ -6,7 +6,11 @@
 //     HTTP; its layers also carry the lesson of unpacking, with a whiteout and
 //     an opaque whiteout;
 //   - library/nginx:latest (Nginx): a real nginx from Debian's packages and
-//     the shared libraries it needs.
+//     the shared libraries it needs;
+//   - pause:3.10.2 (Pause): Kubernetes' own pause program (pause/pause.c,
+//     from k8s.io/kubernetes v1.37.2), compiled with gcc -static: the
+//     sandbox image a CRI runtime (the lab containerd) runs first in every
+//     pod, served by the lab registry as registry.k8s.io/pause:3.10.2.
 //
 // An image is a manifest naming a config and an ordered list of layers, each
 // a gzip-compressed tar. The recipes build them as a Dockerfile would, one

@@ -3,8 +3,9 @@
 //	go run ./images/build --out DIR [--cache DIR]
 //
 // It compiles the hello program, downloads Debian's nginx packages into the
-// cache (when not there yet), assembles podlab/hello:1.0 and
-// library/nginx:latest, and writes both into the layout at DIR, named by
+// cache (when not there yet), compiles Kubernetes' pause.c with gcc -static,
+// assembles podlab/hello:1.0, library/nginx:latest and pause:3.10.2, and
+// writes them into the layout at DIR, named by
 // org.opencontainers.image.ref.name annotations. Running it again replaces
 // the images; it never duplicates them. `make images` runs it.
 package main

@@ -405,3 +405,75 @@ func TestLoopback(t *testing.T) {
 		}
 	}
 }
+
+// A runtime that uses the registry as a mirror (containerd's hosts.toml)
+// asks for the repository without its registry's host and names the host
+// in ?ns=: registry.k8s.io/pause:3.10.2 is GET
+// /v2/pause/manifests/3.10.2?ns=registry.k8s.io, docker.io/library/nginx
+// is /v2/library/nginx/...?ns=docker.io. The layout's names are those
+// paths, so both are served.
+func TestRun_ServesMirrorRequests(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo-images")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]v1.Hash{}
+	for _, ref := range []string{"pause:3.10.2", "library/nginx:latest"} {
+		img, err := random.Image(512, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[ref], _ = img.Digest()
+		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{specv1.AnnotationRefName: ref})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	readyc := make(chan []Loaded, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, ln, dir, Options{BlobDir: filepath.Join(t.TempDir(), "registry")}, func(l []Loaded) { readyc <- l })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-readyc:
+	case err := <-done:
+		t.Fatalf("Run returned before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run never became ready")
+	}
+
+	tests := []struct {
+		name, path, ref string
+		wantStatus      int
+	}{
+		{"pause through registry.k8s.io's mirror", "/v2/pause/manifests/3.10.2?ns=registry.k8s.io", "pause:3.10.2", 200},
+		{"nginx through docker.io's mirror", "/v2/library/nginx/manifests/latest?ns=docker.io", "library/nginx:latest", 200},
+		{"pause without ns", "/v2/pause/manifests/3.10.2", "pause:3.10.2", 200},
+		{"an older pause", "/v2/pause/manifests/3.9?ns=registry.k8s.io", "", 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+tt.path, nil)
+			req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("GET %s = %d, want %d", tt.path, resp.StatusCode, tt.wantStatus)
+			}
+			if tt.ref != "" {
+				if got := resp.Header.Get("Docker-Content-Digest"); got != want[tt.ref].String() {
+					t.Errorf("GET %s: digest %s, want %s's %s", tt.path, got, tt.ref, want[tt.ref])
+				}
+			}
+		})
+	}
+}
