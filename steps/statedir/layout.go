@@ -144,7 +144,7 @@ func (l Layout) Nodes() ([]Node, error) {
 
 // ResetEntries are the top-level entries podlab reset removes.
 func ResetEntries() []string {
-	return []string{nodesDir, containersDir, runcDir, bundlesDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir, labDir}
+	return []string{nodesDir, containersDir, runcDir, bundlesDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir, labDir, containerdDir, certsDir}
 }
 
 // KeptEntries are the top-level entries reset keeps unless --all: they
