@@ -52,6 +52,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
   spec             the runtime writes the bundle's OCI runtime spec, config.json (step 11)
   runc             the OCI runtime sets up namespaces, cgroups, rootfs and
                    capabilities, then runs the app (steps 12 and 13)
+  containerd       a real containerd with a CRI socket of its own, side by side
   doctor           checks that this machine can do all of the above`,
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,
@@ -80,6 +81,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			newInitCommand(),
 			newAPIServerCommand(),
 			newEtcdCommand(),
+			newContainerdCommand(),
 			runCommand,
 			applyCommand,
 			createCommand,

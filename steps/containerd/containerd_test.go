@@ -129,12 +129,9 @@ func TestContainerd_RunsAPodWithCrictl(t *testing.T) {
 	}
 	l := state.Containerd()
 	cfg := containerd.FromLayout(state, runc, "/usr/lib/cni")
-	if _, err := containerd.Write(cfg, mirror); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	var log bytes.Buffer
-	d, err := containerd.Start(ctx, cfg, bin, &log)
+	d, _, err := containerd.Start(ctx, cfg, bin, mirror, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +158,7 @@ func TestContainerd_RunsAPodWithCrictl(t *testing.T) {
 	}
 
 	// A second start while this one runs is refused, and says so.
-	if d2, err := containerd.Start(ctx, cfg, bin, &log); !errors.Is(err, containerd.ErrRunning) {
+	if d2, _, err := containerd.Start(ctx, cfg, bin, mirror, &log); !errors.Is(err, containerd.ErrRunning) {
 		if d2 != nil {
 			d2.Stop(time.Second)
 		}

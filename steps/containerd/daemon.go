@@ -61,22 +61,27 @@ type Daemon struct {
 
 // Start claims the state directory's lab containerd (an flock on
 // Layout.Lock(), so a second start is ErrRunning, as is a containerd that
-// answers on the socket already), then starts bin with c's config.toml
-// (written by Write), its output to out. It returns once the process runs:
-// Ready says when it answers.
-func Start(ctx context.Context, c Config, bin string, out io.Writer) (*Daemon, error) {
+// answers on the socket already), writes its files (Write, with mirror),
+// then starts bin on them, its output to out. It returns once the process
+// runs: Ready says when it answers.
+func Start(ctx context.Context, c Config, bin, mirror string, out io.Writer) (*Daemon, *Written, error) {
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lock, err := claim(c.Layout.Lock())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sock := c.Layout.Socket()
 	if v, err := Version(ctx, sock); err == nil {
 		lock.Close()
-		return nil, fmt.Errorf("%w: containerd %s answers on %s, started outside podlab containerd: use it (crictl --runtime-endpoint %s), or stop it first",
+		return nil, nil, fmt.Errorf("%w: containerd %s answers on %s, started outside podlab containerd: use it (crictl --runtime-endpoint %s), or stop it first",
 			ErrRunning, v.RuntimeVersion, sock, Endpoint(sock))
+	}
+	written, err := Write(c, mirror)
+	if err != nil {
+		lock.Close()
+		return nil, nil, err
 	}
 	cmd := exec.Command(bin, "--config", c.Layout.Config())
 	cmd.Stdout, cmd.Stderr = out, out
@@ -85,7 +90,7 @@ func Start(ctx context.Context, c Config, bin string, out io.Writer) (*Daemon, e
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+		return nil, nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	if err := lock.Truncate(0); err == nil {
 		fmt.Fprintf(lock, "%d\n", cmd.Process.Pid)
@@ -96,7 +101,7 @@ func Start(ctx context.Context, c Config, bin string, out io.Writer) (*Daemon, e
 		lock.Close()
 		close(d.exited)
 	}()
-	return d, nil
+	return d, written, nil
 }
 
 // claim takes the flock on path, or says who holds it.

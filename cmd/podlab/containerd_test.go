@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/containerd"
+	"github.com/podlab/podlab/steps/statedir"
+)
+
+// Without containerd on PATH the command says which Debian package to
+// install, and writes nothing.
+func TestContainerdCommand_NotInstalled(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("PATH", t.TempDir())
+	_, _, err := podlab(t, state, "containerd")
+	if err == nil || !strings.Contains(err.Error(), "Debian's package containerd") {
+		t.Fatalf("podlab containerd without containerd: %v, want an error naming the package containerd", err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "containerd")); !os.IsNotExist(err) {
+		t.Errorf("it wrote %s/containerd anyway (%v)", state, err)
+	}
+}
+
+// podlab containerd runs in the foreground until SIGTERM; while it runs, a
+// second one on the same state directory is refused, and crictl reaches
+// the first through the crictl.yaml it wrote.
+func TestContainerdCommand_ForegroundAndSecondStart(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := containerd.Find(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	state := t.TempDir()
+	runc := testenv.Runc(t)
+	cmd := exec.Command(os.Args[0], "--state-dir", state, "containerd", "--runtime", runc)
+	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var out strings.Builder
+	ready := make(chan bool, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "answers CRI v1") {
+				ready <- true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-done:
+		t.Fatalf("podlab containerd ended before it was ready:\n%s%s", out.String(), stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("podlab containerd not ready in a minute:\n%s%s", out.String(), stderr.String())
+	}
+
+	_, _, err = podlab(t, state, "containerd", "--runtime", runc)
+	if err == nil || !strings.Contains(err.Error(), "a lab containerd runs already") {
+		t.Errorf("a second podlab containerd: %v, want it refused", err)
+	}
+	l := statedir.Layout{Dir: state}.Containerd()
+	v, err := exec.Command(testenv.LookPath(t, "crictl"), "--config", l.CrictlConfig(), "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(v), "RuntimeName:  containerd") {
+		t.Errorf("crictl version: %v\n%s", err, v)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-done
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("podlab containerd after SIGTERM: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"config    " + l.Config(), "answers CRI v1 on unix://" + l.Socket(), "/run/containerd/s/", "containerd stopped"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if daemons, shims, _ := containerd.Processes(l); len(daemons)+len(shims) > 0 {
+		t.Errorf("left running: %v %v", daemons, shims)
+	}
+}
