@@ -27,6 +27,11 @@ depend on each other:
                  in its network namespace is stopped (its kubelet), its veth
                  and namespace removed; then the lab bridge and its iptables
                  FORWARD rule
+  0b. containerd the lab containerd (podlab containerd): containerd and its
+                 shims stopped, CNI DEL of its pods (their results in
+                 /var/lib/cni/results), its containers deleted from its runc
+                 root, its shims' sockets in /run/containerd/s removed, its
+                 bridge (plc<hash>) deleted
   1. containers  every container runc knows under the state directory, the
                  top-level runc root (podlab runc create) and every node's
                  (the kubelets'): runc delete --force kills it and removes
@@ -45,11 +50,12 @@ depend on each other:
                  remove a cgroup, and one with processes in it stays
   5. files       the store (etcd/), the tokens (auth/), the content stores
                  (content/, nodes/*/content), bundles, runc roots, the
-                 registry's blobs, the node directories
+                 registry's blobs, the node directories, containerd/ and
+                 certs.d/
 
 The demo images (demo-images/) and the .deb cache (cache/) stay, since they
 take a while to make again: --all removes them too. Anything else in the
-directory is left alone. A directory with none of etcd/, nodes/ or content/
+directory is left alone. A directory with none of etcd/, nodes/, content/, containerd/
 inside is not podlab's, and is refused. So is a reset while a podlab
 apiserver serves the directory's store (stop it first, as kube-apiserver
 before kubeadm reset): reset holds the API server's claim on the store
@@ -125,6 +131,7 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 	if res.Lab != "" {
 		fmt.Fprintf(w, "Removed the lab network %s\n", res.Lab)
 	}
+	section("The lab containerd (podlab containerd)", res.Containerd)
 	section("Deleted containers (runc delete --force: killed, state and cgroup removed)", res.Containers)
 	section("Pod network", res.Network)
 	section("Unmounted", res.Unmounted)
@@ -134,7 +141,7 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 	section("Cgroups left under "+statedir.Layout{Dir: dir}.CgroupRoot()+" (processes still in them: started outside podlab's runc roots?)", res.BusyCgroups)
 	section("Removed", res.Removed)
 	section("Kept", res.Kept)
-	if len(res.Containers)+len(res.Network)+len(res.Unmounted)+len(res.Cgroups)+len(res.Removed) == 0 {
+	if len(res.Containerd)+len(res.Containers)+len(res.Network)+len(res.Unmounted)+len(res.Cgroups)+len(res.Removed) == 0 {
 		fmt.Fprintf(w, "Nothing of podlab's was left under %s.\n", dir)
 		return
 	}

@@ -134,9 +134,13 @@ func Cleanup(ctx context.Context, l statedir.Containerd, runcBin string) (*Clean
 		if err == nil {
 			for _, id := range sandboxes {
 				rs, err := n.Teardown(ctx, id)
+				line := "CNI DEL of pod sandbox " + id
 				for _, r := range rs {
-					out.Network = append(out.Network, "CNI DEL "+id+" ("+r.ResultPath+")")
+					if r.ResultPath != "" {
+						line += " (removed " + r.ResultPath + ")"
+					}
 				}
+				out.Network = append(out.Network, line)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("CNI DEL of pod sandbox %s: %w", id, err))
 				}

@@ -153,7 +153,7 @@ func KeptEntries() []string { return []string{demoImagesDir, cacheDir} }
 
 // Markers are the entries of which one must exist for a directory to be
 // podlab's.
-func Markers() []string { return []string{etcdDir, nodesDir, contentDir} }
+func Markers() []string { return []string{etcdDir, nodesDir, contentDir, containerdDir} }
 
 // The lab network's directory (see steps/machine).
 const (

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/steps/cni"
+	"github.com/podlab/podlab/steps/containerd"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/runc"
@@ -66,6 +67,11 @@ type ResetResult struct {
 	// why.
 	Removed []string
 	Kept    []string
+	// Containerd is what was undone of the lab containerd (podlab
+	// containerd; steps/containerd.Cleanup): containerd and its shims
+	// stopped, its pods' CNI DEL, its containers deleted, its bridge, and
+	// the files it wrote outside the state directory.
+	Containerd []string
 	// Machines are the joined nodes whose machines were removed (their
 	// processes stopped, veth, namespace and its mount removed), and Lab
 	// the lab network's bridge and FORWARD rule, if they were there.
@@ -74,7 +80,7 @@ type ResetResult struct {
 }
 
 // CheckStateDir refuses a directory that holds none of what podlab makes
-// (etcd/, nodes/ or content/), so that a mistyped --state-dir removes
+// (etcd/, nodes/, content/ or containerd/), so that a mistyped --state-dir removes
 // nothing.
 func CheckStateDir(dir string) error {
 	abs, err := filepath.Abs(dir)
@@ -131,6 +137,29 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 	// namespaces go, and the lab network with the last.
 	if err := resetMachines(ctx, layout, res); err != nil {
 		errs = append(errs, err)
+	}
+
+	// 0b. The lab containerd: stopped with its shims, its pods' network
+	// undone, its containers deleted from its runc root, its shims'
+	// sockets under /run/containerd/s removed. Its mounts, cgroups and
+	// files go with the rest below.
+	if fi, err := os.Stat(layout.Containerd().Dir); err == nil && fi.IsDir() {
+		cl, err := containerd.Cleanup(ctx, layout.Containerd(), opts.Runtime)
+		if cl != nil {
+			for _, s := range cl.Stopped {
+				res.Containerd = append(res.Containerd, "stopped "+s)
+			}
+			res.Containerd = append(res.Containerd, cl.Network...)
+			for _, c := range cl.Containers {
+				res.Containerd = append(res.Containerd, "runc delete --force "+c)
+			}
+			for _, o := range cl.Outside {
+				res.Containerd = append(res.Containerd, "removed "+o)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cleaning up the lab containerd: %w", err))
+		}
 	}
 
 	// 1. The containers: runc delete --force kills each, removes runc's

@@ -167,7 +167,7 @@ func TestCheckStateDir(t *testing.T) {
 	os.WriteFile(filepath.Join(fileMarker, "etcd"), nil, 0o600)
 	bad := []struct{ name, dir, want string }{
 		{"the root", "/", "not a podlab state directory: /"},
-		{"an empty directory", t.TempDir(), "has no etcd/, nodes/, content/ inside"},
+		{"an empty directory", t.TempDir(), "has no etcd/, nodes/, content/, containerd/ inside"},
 		{"a missing directory", filepath.Join(t.TempDir(), "nope"), "no such file"},
 		{"a file", file, "is not a directory"},
 		{"a marker that is a file", fileMarker, "has no etcd/"},
