@@ -60,7 +60,8 @@ What containerd 1.6 still writes outside the state directory (it has no
 setting for them):
   /run/containerd/s/<hash>           each shim's socket, while its pod runs;
                                      the empty directory stays
-  /var/lib/cni/results/podlab-ID-eth0 each pod's CNI result, until CNI DEL;
+  /var/lib/cni/results/podlab-ID-eth0 and cni-loopback-ID-lo
+                                     each pod's CNI results, until CNI DEL;
                                      the empty directory stays
 and a pod's cgroup is the cgroup_parent its client gives: give one under
 <cgroup root of the state dir>/containerd (podlab doctor prints the root).

@@ -26,6 +26,11 @@ import (
 // state directory.
 const CNICacheDir = "/var/lib/cni"
 
+// LoopbackResultPrefix starts the name of libcni's cache file of the
+// loopback network containerd's CRI plugin attaches to every pod besides
+// the conflist's (go-cni's built-in "cni-loopback").
+const LoopbackResultPrefix = "cni-loopback-"
+
 // ShimSocketDir is where the runc shim v2 of containerd 1.6 puts its
 // sockets: containerd's compiled-in state directory, not the configured
 // one.
@@ -36,7 +41,7 @@ const ShimSocketDir = "/run/containerd/s"
 func Outside(l statedir.Containerd) []string {
 	return []string{
 		ShimSocketDir + "/<sha256 of " + l.Socket() + ", namespace and task id>: each shim's ttrpc socket (containerd 1.6 has no setting for it)",
-		CNICacheDir + "/results/" + cni.NetworkName + "-<sandbox id>-eth0: libcni's cache of each pod's CNI ADD result (CNI DEL removes it)",
+		CNICacheDir + "/results/" + cni.NetworkName + "-<sandbox id>-eth0 and " + LoopbackResultPrefix + "<sandbox id>-lo: libcni's cache of each pod's CNI ADD results (CNI DEL removes them)",
 	}
 }
 
@@ -139,6 +144,10 @@ func Cleanup(ctx context.Context, l statedir.Containerd, runcBin string) (*Clean
 					if r.ResultPath != "" {
 						line += " (removed " + r.ResultPath + ")"
 					}
+				}
+				lo := filepath.Join(CNICacheDir, "results", LoopbackResultPrefix+id+"-lo")
+				if err := os.Remove(lo); err == nil {
+					line += " (removed " + lo + ")"
 				}
 				out.Network = append(out.Network, line)
 				if err != nil {

@@ -34,9 +34,12 @@
 //     v2 puts it under containerd's compiled-in state directory, named by
 //     a hash of containerd's address, namespace and the task's id; the
 //     task's bundle records it in its "address" file.
-//   - /var/lib/cni/results/podlab-<sandbox id>-eth0: libcni's cache of
-//     each pod's CNI ADD result (go-cni's cache directory is not
-//     configurable in 1.6); CNI DEL removes it.
+//   - /var/lib/cni/results/podlab-<sandbox id>-eth0 and
+//     cni-loopback-<sandbox id>-lo: libcni's cache of each pod's CNI ADD
+//     results, of the conflist and of the loopback network the CRI plugin
+//     adds (go-cni's cache directory is not configurable in 1.6); CNI DEL
+//     removes them. The directory /var/lib/cni/results stays, empty, as
+//     does /run/containerd/s.
 //   - cgroups: a pod's cgroup is the cgroup_parent its CRI client gives
 //     (the lab's clients give Containerd.CgroupParent, under the state
 //     directory's cgroup root); without one, runc puts it at /k8s.io/<id>.
