@@ -69,7 +69,7 @@ func TestLessons(t *testing.T) {
 	}
 	bin := filepath.Join(tmp, "bin")
 	podlab := buildPodlab(t, bin, runcBin)
-	layout := demoImages(t, ctx, tmp, needsNginx(all), builtImages())
+	layout := demoImages(t, ctx, tmp, needsNginx(all), needsPause(all), builtImages())
 	state := filepath.Join(tmp, "state")
 	work := filepath.Join(tmp, "work")
 	for _, d := range []string{state, work} {
@@ -381,6 +381,19 @@ func needsNginx(all []*lesson.Lesson) bool {
 	return false
 }
 
+// needsPause reports whether a lesson runs a CRI runtime of its own (the
+// lab containerd), whose every pod starts with the sandbox image.
+func needsPause(all []*lesson.Lesson) bool {
+	for _, l := range all {
+		for _, b := range l.Runs() {
+			if strings.Contains(b.Code, "podlab containerd") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // builtImages are where `make images` puts the demo images:
 // <state>/demo-images of the Makefile's state directory (PODLAB_DEB_CACHE
 // is its <state>/cache/debs), or of the default one.
@@ -396,11 +409,12 @@ func builtImages() []string {
 // candidates that has them, else one built here into tmp. nginx needs Debian's .debs
 // ($PODLAB_DEB_CACHE, else images/out/debs); without them only hello is
 // built, and a lesson that needs nginx skips the test (fails it in CI).
-func demoImages(t *testing.T, ctx context.Context, tmp string, nginx bool, candidates []string) string {
+func demoImages(t *testing.T, ctx context.Context, tmp string, nginx, pause bool, candidates []string) string {
 	t.Helper()
 	for _, c := range candidates {
 		refs := layoutRefs(c)
-		if slices.Contains(refs, images.HelloRef) && (!nginx || slices.Contains(refs, images.NginxRef)) {
+		if slices.Contains(refs, images.HelloRef) && (!nginx || slices.Contains(refs, images.NginxRef)) &&
+			(!pause || slices.Contains(refs, images.PauseRef)) {
 			return c
 		}
 	}
@@ -433,7 +447,19 @@ func demoImages(t *testing.T, ctx context.Context, tmp string, nginx bool, candi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := images.WriteLayout(ctx, out, []images.Named{{Ref: images.HelloRef, Image: img}}); err != nil {
+	named := []images.Named{{Ref: images.HelloRef, Image: img}}
+	if pause {
+		pauseBin := filepath.Join(tmp, "pause")
+		if err := images.BuildPause(ctx, pauseBin); err != nil {
+			t.Fatalf("building the pause program: %v", err)
+		}
+		p, err := images.Pause(ctx, images.PauseOptions{Binary: pauseBin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		named = append(named, images.Named{Ref: images.PauseRef, Image: p})
+	}
+	if err := images.WriteLayout(ctx, out, named); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -20,6 +20,12 @@
 //	  demo-images/                      `make images` (kept by reset, removed by reset --all)
 //	  cache/                            downloaded .debs (kept likewise)
 //	  lab/network.json                  the lab network: CIDR, gateway, bridge (steps/machine)
+//	  containerd/                       the lab containerd (podlab containerd; steps/containerd):
+//	    config.toml containerd.sock crictl.yaml containerd.pid containerd.log
+//	    root/ state/ runc/ opt/         its root, state, runc --root and opt plugin path
+//	    cni/net.d/ cni/networks/        its CNI conflist (bridge plc<hash>) and host-local leases
+//	    pods/                           its pods' logs (the sandboxes' log_directory)
+//	  certs.d/<host>/hosts.toml         the registry mirrors (the lab registry) containerd pulls through
 //	  nodes/<node>/                     one kubelet's runtime, as if on its own machine:
 //	    content/ runc/ containers/      as above, the node's own
 //	    bundles/<pod-uid>/<container>/  the pods' bundles
