@@ -1,12 +1,15 @@
 package containerd_test
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/containerd"
@@ -157,5 +160,53 @@ func TestFind_NotInstalled(t *testing.T) {
 	_, err = containerd.Find()
 	if !errors.Is(err, containerd.ErrNotInstalled) || !strings.Contains(err.Error(), containerd.ShimBinary) {
 		t.Fatalf("Find without the shim: %v, want ErrNotInstalled naming %s", err, containerd.ShimBinary)
+	}
+}
+
+// Nothing answering: Ready gives up with ErrNotAnswering, saying where it
+// looked and what it last heard, whether the socket is missing or a
+// plain file.
+func TestReady_NotAnswering(t *testing.T) {
+	dir := t.TempDir()
+	notSock := filepath.Join(dir, "file.sock")
+	if err := os.WriteFile(notSock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, sock := range []string{filepath.Join(dir, "none.sock"), notSock} {
+		_, err := containerd.Ready(context.Background(), sock, 300*time.Millisecond, nil)
+		if !errors.Is(err, containerd.ErrNotAnswering) || !strings.Contains(err.Error(), "no socket at "+sock) {
+			t.Errorf("Ready(%s): %v, want ErrNotAnswering saying there is no socket", sock, err)
+		}
+	}
+}
+
+// A containerd started by hand on the lab's config (no podlab containerd
+// holds the claim) answers on the socket: Start refuses to start another
+// and says how to use the one that runs.
+func TestStart_RefusesWhenAContainerdAnswers(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin, err := containerd.Find()
+	if err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	state, _ := statedir.New(t.TempDir())
+	cfg := containerd.FromLayout(state, testenv.Runc(t), "/usr/lib/cni")
+	if _, err := containerd.Write(cfg, ""); err != nil {
+		t.Fatal(err)
+	}
+	byHand := exec.Command(bin, "--config", cfg.Layout.Config())
+	if err := byHand.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { byHand.Process.Kill(); byHand.Wait() })
+	if _, err := containerd.Ready(context.Background(), cfg.Layout.Socket(), 30*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := containerd.Start(context.Background(), cfg, bin, "", io.Discard)
+	if d != nil {
+		d.Stop(time.Second)
+	}
+	if !errors.Is(err, containerd.ErrRunning) || !strings.Contains(err.Error(), "crictl --runtime-endpoint unix://"+cfg.Layout.Socket()) {
+		t.Fatalf("Start while a containerd answers: %v, want ErrRunning saying how to use it", err)
 	}
 }
