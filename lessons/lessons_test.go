@@ -355,6 +355,10 @@ func buildPodlab(t *testing.T, dir, runcBin string) string {
 	if err := os.Symlink(testenv.Kubectl(t), filepath.Join(dir, "kubectl")); err != nil {
 		t.Fatal(err)
 	}
+	// crictl, the CRI's client (lesson 18), as make deps builds it into bin/
+	if err := os.Symlink(testenv.LookPath(t, "crictl"), filepath.Join(dir, "crictl")); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 
