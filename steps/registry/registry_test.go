@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -403,5 +404,76 @@ func TestLoopback(t *testing.T) {
 		if got := loopback(a); got != want {
 			t.Errorf("loopback(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// A client that waits for GET /v2/ to answer and then pulls at once, as a
+// readiness probe followed by a pull does, finds every tag: the registry
+// answers /v2/ only once its images are loaded, and 503 (UNAVAILABLE, with
+// Retry-After) before. Forty images make loading take long enough that a
+// registry answering early is caught.
+func TestRun_AnswersV2OnlyWhenLoaded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo-images")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const images = 40
+	for i := range images {
+		img, err := random.Image(256, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := map[string]string{specv1.AnnotationRefName: fmt.Sprintf("podlab/many-%02d:1", i)}
+		if err := p.AppendImage(img, layout.WithAnnotations(ref)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, ln, dir, Options{BlobDir: filepath.Join(t.TempDir(), "registry")}, nil)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+
+	sawUnavailable := false
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("GET /v2/ never answered 200")
+		}
+		resp, err := http.Get("http://" + addr + "/v2/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+			!strings.Contains(string(body), `"UNAVAILABLE"`) || !strings.Contains(string(body), "loading its images") {
+			t.Fatalf("GET /v2/ while loading = %d %q (Retry-After %q), want 503 UNAVAILABLE with Retry-After",
+				resp.StatusCode, body, resp.Header.Get("Retry-After"))
+		}
+		sawUnavailable = true
+		time.Sleep(2 * time.Millisecond)
+	}
+	last := fmt.Sprintf("%s/podlab/many-%02d:1", addr, images-1)
+	if _, err := remote.Image(mustRef(t, last)); err != nil {
+		t.Fatalf("pull right after /v2/ answered 200: %v", err)
+	}
+	if !sawUnavailable {
+		t.Log("loading finished before the first probe (no 503 seen)")
 	}
 }
