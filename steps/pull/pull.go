@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -325,13 +326,18 @@ func (res *Result) platformOf(configPath string) (v1.Platform, error) {
 	if res.Index != nil && res.Index.Chosen.Platform != nil {
 		return *res.Index.Chosen.Platform, nil
 	}
-	f, err := os.Open(configPath)
+	b, err := os.ReadFile(configPath) // bounded: staged at the size the manifest names, at most MaxConfigSize
 	if err != nil {
 		return v1.Platform{}, err
 	}
-	defer f.Close()
-	cfg, err := v1.ParseConfigFile(f)
-	if err != nil {
+	// Only the platform fields: decoding the whole config (its environment,
+	// history, labels) cost three times as much for a 3 MB one.
+	var cfg struct {
+		OS           string `json:"os"`
+		Architecture string `json:"architecture"`
+		Variant      string `json:"variant"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
 		return v1.Platform{}, fmt.Errorf("reading config %s: %w", res.Config.Digest, err)
 	}
 	return v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}, nil
