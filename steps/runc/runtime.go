@@ -99,9 +99,6 @@ type record struct {
 	CgroupsPath string    `json:"cgroupsPath,omitempty"`
 	Detached    bool      `json:"detached"`
 	Created     time.Time `json:"created"`
-	// Removed says runc removed the container when its foreground run
-	// ended: only the log and exit.json are left, and the ID is free.
-	Removed bool `json:"removed,omitempty"`
 }
 
 var validID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[\w+\-.]+$`) })
@@ -297,7 +294,7 @@ func (r *Runtime) claim(id, bundle string, detached bool) (*record, error) {
 	if err := os.MkdirAll(filepath.Dir(r.ContainerDir(id)), 0o711); err != nil {
 		return nil, err
 	}
-	if old, err := r.readRecord(id); err == nil && old.Removed {
+	if r.ranAndRemoved(id) {
 		// a finished foreground run: runc removed it, the ID is free
 		if err := os.RemoveAll(r.ContainerDir(id)); err != nil {
 			return nil, fmt.Errorf("replacing the records of the last run of %s: %w", id, err)
@@ -314,6 +311,21 @@ func (r *Runtime) claim(id, bundle string, detached bool) (*record, error) {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// ranAndRemoved reports whether id is a foreground run that ended without
+// --keep: podlab's record says foreground, its exit.json is written, and
+// runc no longer knows it. Only its log and exit code are left.
+func (r *Runtime) ranAndRemoved(id string) bool {
+	rec, err := r.readRecord(id)
+	if err != nil || rec.Detached {
+		return false
+	}
+	if _, err := os.Stat(r.ExitPath(id)); err != nil {
+		return false
+	}
+	runcKnows, _ := r.exists(id)
+	return !runcKnows
 }
 
 func (r *Runtime) readRecord(id string) (*record, error) {
@@ -434,9 +446,8 @@ type RunOptions struct {
 //
 // Without opts.Keep, runc deletes the container when it exits; podlab then
 // removes the empty cgroups runc leaves behind (below CgroupParent) and
-// keeps only containers/<id> with the log and exit.json, marked removed:
-// Logs and State still read them, and the next Run of the same ID replaces
-// them.
+// keeps only containers/<id> with the log and exit.json: Logs and State
+// still read them, and the next Run of the same ID replaces them.
 func (r *Runtime) RunWithOptions(ctx context.Context, id, bundle string, stdio IO, opts RunOptions) (*Exit, error) {
 	rec, err := r.claim(id, bundle, false)
 	if err != nil {
@@ -468,21 +479,17 @@ func (r *Runtime) RunWithOptions(ctx context.Context, id, bundle string, stdio I
 		return ex, nil
 	}
 	// runc removed its state and the container's own cgroup; the parents it
-	// made stay, empty, as after runc delete.
+	// made stay, empty, as after runc delete. Removing them is tidying, not
+	// part of the run: a path outside CgroupParent is left alone, as Delete
+	// leaves it, and the run still succeeded.
 	path := rec.CgroupsPath
 	if path == "" {
 		path = "/" + id // runc's default
 	}
 	if !strings.Contains(path, ":") { // not systemd's slice:prefix:name
 		if mounts, err := HostCgroupMounts(); err == nil {
-			if _, err := RemoveCgroupDirsBelow(mounts, path, r.CgroupParent); err != nil {
-				return ex, fmt.Errorf("container %s exited with code %d; removing its empty cgroups: %w", id, code, err)
-			}
+			_, _ = RemoveCgroupDirsBelow(mounts, path, r.CgroupParent)
 		}
-	}
-	rec.Removed = true
-	if err := writeJSON(filepath.Join(r.ContainerDir(id), "container.json"), rec); err != nil {
-		return ex, err
 	}
 	return ex, nil
 }

@@ -230,8 +230,11 @@ func TestRuntime_Run_Foreground(t *testing.T) {
 	if err := r.Logs(context.Background(), id, &logs, runc.LogsOptions{}); err != nil {
 		t.Errorf("Logs of a foreground container: %v", err)
 	}
-	if want := "hello from pid 1 on " + id + "\na line on stderr\n"; logs.String() != want {
-		t.Errorf("Logs of a foreground container = %q, want %q", logs.String(), want)
+	// stdout and stderr are two pipes: their lines may interleave either way
+	got := strings.SplitAfter(logs.String(), "\n")
+	slices.Sort(got)
+	if want := []string{"", "a line on stderr\n", "hello from pid 1 on " + id + "\n"}; !slices.Equal(got, want) {
+		t.Errorf("Logs of a foreground container = %q, want the lines %q", logs.String(), want[1:])
 	}
 	d, err := r.Delete(context.Background(), id, false)
 	if err != nil {
@@ -253,15 +256,20 @@ func TestRuntime_Run_RemovesWhenDone(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx := context.Background()
 	tests := []struct {
-		name string
-		keep bool
+		name   string
+		keep   bool
+		parent string // the runtime's CgroupParent
 	}{
-		{"removed", false},
-		{"kept", true},
+		{"removed", false, ""},
+		{"kept", true, ""},
+		// the bundle's cgroup (/podlab/ID) is not under the runtime's
+		// parent: its empty parents are left alone, and the run succeeds
+		{"removed, cgroup outside the runtime's parent", false, "/podlab-elsewhere"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRuntime(t)
+			r.CgroupParent = tt.parent
 			id := containerID(t, r)
 			b := bundle(t, id, "exit", "7")
 			run := func() (*runc.Exit, error) {
