@@ -19,9 +19,12 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	specv1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/podlab/podlab/steps/pull"
 )
 
 // demoLayout writes an OCI layout with two named images, one named index
@@ -342,6 +345,22 @@ func TestBadInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(t.TempDir(), "demo-images")
+	// a named image whose config is over the 4 MiB a runtime accepts
+	bigConfig := filepath.Join(t.TempDir(), "big-config")
+	bp, err := layout.Write(bigConfig, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := img.ConfigFile()
+	cfg = cfg.DeepCopy()
+	cfg.Config.Labels = map[string]string{"pad": strings.Repeat("x", pull.MaxConfigSize)}
+	big, err := mutate.ConfigFile(img, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bp.AppendImage(big, layout.WithAnnotations(map[string]string{specv1.AnnotationRefName: "hostile/big:1"})); err != nil {
+		t.Fatal(err)
+	}
 	addr := startRegistry(t, Options{BlobDir: t.TempDir()})
 	taken, err := Listen("127.0.0.1:0")
 	if err != nil {
@@ -365,6 +384,7 @@ func TestBadInputs(t *testing.T) {
 			_, err := Load(ctx, a, dir)
 			return err
 		}, nil, "pushing"},
+		{"Load: config over 4 MiB", func() error { _, err := Load(ctx, addr, bigConfig); return err }, pull.ErrTooLarge, "4194304 bytes (4 MiB)"},
 		{"Listen: address in use", func() error { _, err := Listen(taken.Addr().String()); return err }, ErrAddrInUse, "--addr"},
 		{"Serve: no blob directory", func() error {
 			ln, _ := Listen("127.0.0.1:0")
