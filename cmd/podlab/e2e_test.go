@@ -120,6 +120,16 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
+	// runc run removed the container when it ended, as runc does: the same
+	// ID runs again, and its log stays readable.
+	out = podlabRun("runc", "run", id, "--bundle", bundle)
+	if !strings.Contains(out, "Hello from podlab/hello!") {
+		t.Errorf("a second run of %s did not run:\n%s", id, out)
+	}
+	if out = podlabRun("runc", "logs", id); !strings.Contains(out, "Hello from podlab/hello!") {
+		t.Errorf("podlab runc logs after a foreground run:\n%s", out)
+	}
+
 	// Detached, serving: the limits are in the container's cgroup files.
 	// A container that ran keeps its exit.json until deleted, as a pod keeps
 	// its terminated container's status: the detached one gets its own id.

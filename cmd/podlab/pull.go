@@ -35,7 +35,9 @@ the runtime downloads it. podlab pull does what the runtime does:
 
 3. Choose the platform. A tag often names an image INDEX: a list of
    manifests, one per platform (linux/amd64, linux/arm64/v8, ...). The
-   runtime chooses the one for its node (--platform chooses another).
+   runtime chooses the one for its node (--platform chooses another). An
+   entry for the platform that is itself an index is followed, as
+   containerd follows it (at most 4 deep).
 
 4. Read the MANIFEST: the image's table of contents. It names the CONFIG
    (a JSON blob: entrypoint, cmd, env, working dir, user, ports, and the
@@ -55,6 +57,13 @@ the runtime downloads it. podlab pull does what the runtime does:
 6. Name the image: index.json gets an entry for the manifest, annotated
    org.opencontainers.image.ref.name=docker.io/library/nginx:latest, so
    skopeo, umoci and crane can read the store too.
+
+A node's images must not be able to take its runtime down, so what is read
+into memory whole is bounded and checked before it is read: a manifest or
+index over 4 MiB (containerd's limit) and an image config over 4 MiB
+(skopeo's) are refused, "image metadata too large", naming the blob, its
+size and the limit. Digests may be sha256 or sha512 (blobs/sha512/<hex>),
+as the OCI image spec allows.
 
 --registry-mirror (or $PODLAB_REGISTRY_MIRROR) sends docker.io references to
 a mirror, as a containerd hosts.toml "[host."http://mirror"]" entry does: the

@@ -50,9 +50,12 @@ This registry is go-containerregistry's, with blobs on disk in
 <state-dir>/registry/sha256/<hex> and manifests in memory. On start it loads
 every image of the OCI layout --images (by default <state-dir>/demo-images,
 which "make images" builds: library/nginx:latest and podlab/hello:1.0) by
-pushing them to itself; blobs already on disk are not sent again. Then it
-logs every request it answers, one line each (--debug also logs the pushes
-of the start).
+pushing them to itself over a private loopback port; blobs already on disk
+are not sent again. Until the last image is loaded, every request on --addr
+gets 503 UNAVAILABLE with Retry-After, as a registry that is starting answers:
+GET /v2/ is the probe clients wait on, so once it answers 200 every tag is
+there. Then it logs every request it answers, one line each (--debug also
+logs the pushes of the start).
 
 Examples:
   make images

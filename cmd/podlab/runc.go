@@ -162,16 +162,26 @@ var runcRunCommand = &cli.Command{
 	Usage:     "create and start a container; in the foreground, exit with its exit code",
 	ArgsUsage: "ID --bundle DIR [--detach]",
 	Description: `In the foreground, runc run creates and starts the container with your
-terminal as its stdin, stdout and stderr, waits for it, and deletes it from
-runc's state; podlab keeps the exit code in containers/<ID>/exit.json and
-exits with it (a container killed by signal N exits 128+N, as in Kubernetes).
-Messages from podlab go to stderr; stdout is the container's.
+terminal as its stdin, waits for it, and then deletes it, as runc run does:
+runc forgets it and podlab removes the empty cgroups runc leaves, so the same
+ID can run again at once. Its stdout and stderr come to your terminal and,
+as a shim would keep them, to containers/<ID>/container.log in the CRI log
+format (so the app sees pipes, as a Kubernetes container without tty does);
+podlab keeps that log and the exit code in containers/<ID>/exit.json, where
+podlab runc logs ID and podlab runc state ID read them, until the next run of
+the ID or podlab runc delete ID. podlab exits with the container's exit code
+(a container killed by signal N exits 128+N, as in Kubernetes). Messages
+from podlab go to stderr; stdout is the container's.
+
+--keep keeps the stopped container, as runc run --keep: runc state ID still
+knows it, its cgroups stay, and the ID stays taken until podlab runc delete.
 
 With --detach, podlab does what the kubelet's runtime does: create (with a
 shim that keeps the log and the exit code), then start.`,
 	Flags: []cli.Flag{
 		bundleFlag,
 		&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "create and start it in the background, its output in the CRI log"},
+		&cli.BoolFlag{Name: "keep", Usage: "keep the stopped container after a foreground run (runc run --keep) until podlab runc delete"},
 	},
 	Action: func(c *cli.Context) error {
 		r, id, err := runcSetup(c)
@@ -192,12 +202,13 @@ shim that keeps the log and the exit code), then start.`,
 			return nil
 		}
 		r.OnCommand = traceTo(c.App.ErrWriter) // stdout is the container's
-		ex, err := r.Run(c.Context, id, c.String("bundle"), runc.IO{Stdin: c.App.Reader, Stdout: c.App.Writer, Stderr: c.App.ErrWriter})
+		keep := c.Bool("keep")
+		ex, err := r.RunWithOptions(c.Context, id, c.String("bundle"),
+			runc.IO{Stdin: c.App.Reader, Stdout: c.App.Writer, Stderr: c.App.ErrWriter}, runc.RunOptions{Keep: keep})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.ErrWriter, "Container %s exited with code %d%s; runc deleted it, podlab kept %s (podlab runc delete %s removes it)\n",
-			id, ex.Code, signalNote(ex), r.ExitPath(id), id)
+		printRunEnded(c.App.ErrWriter, r, id, ex, keep)
 		if ex.Code != 0 {
 			return cli.Exit("", ex.Code)
 		}
@@ -447,6 +458,20 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// printRunEnded says how a foreground run ended and where its log and exit
+// code are.
+func printRunEnded(w io.Writer, r *runc.Runtime, id string, ex *runc.Exit, kept bool) {
+	if kept {
+		fmt.Fprintf(w, "Container %s exited with code %d%s; kept (--keep): runc state %s says stopped, its cgroups stay; podlab runc delete %s removes it\n",
+			id, ex.Code, signalNote(ex), r.StateFile(id), id)
+	} else {
+		fmt.Fprintf(w, "Container %s exited with code %d%s; runc removed it (--keep keeps it), and the ID is free to run again\n",
+			id, ex.Code, signalNote(ex))
+	}
+	fmt.Fprintf(w, "  log:       %s (podlab runc logs %s)\n", r.LogPath(id), id)
+	fmt.Fprintf(w, "  exit code: %s (podlab runc state %s)\n", r.ExitPath(id), id)
 }
 
 func signalNote(ex *runc.Exit) string {

@@ -26,6 +26,19 @@ var (
 	// ErrUnsupportedMediaType is returned for a manifest podlab cannot pull,
 	// such as a Docker schema 1 manifest.
 	ErrUnsupportedMediaType = errors.New("unsupported manifest media type")
+
+	// ErrTooLarge is returned, before anything is read, for a manifest or
+	// index larger than MaxManifestSize, an image config larger than
+	// MaxConfigSize, or indexes nested deeper than MaxIndexDepth: they are
+	// read into memory whole, and a node's images must not be able to make
+	// its runtime run out of it. The error names the blob, its size and the
+	// limit. It is returned by Pull and by the content store's readers.
+	ErrTooLarge = errors.New("image metadata too large")
+
+	// ErrUnsupportedDigest is returned for a digest whose algorithm podlab
+	// cannot verify (it verifies sha256 and sha512, the OCI image spec's
+	// registered algorithms).
+	ErrUnsupportedDigest = errors.New("unsupported digest algorithm")
 )
 
 // Errors while writing the content store.

@@ -99,7 +99,10 @@ func (s *Store) Inspect(ref string) (*ImageDetails, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspecting %s: reading manifest %s: %w", e.name, e.desc.Digest, err)
 	}
-	f, err := os.Open(s.BlobPath(m.Config.Digest))
+	if m.Config.Size > MaxConfigSize {
+		return nil, fmt.Errorf("inspecting %s: %w", e.name, tooLarge("config", m.Config.Digest, m.Config.Size, MaxConfigSize))
+	}
+	f, err := s.openBounded("config", m.Config.Digest, MaxConfigSize)
 	if err != nil {
 		return nil, fmt.Errorf("inspecting %s: reading config %s: %w", e.name, m.Config.Digest, err)
 	}
@@ -202,21 +205,26 @@ func (s *Store) Remove(ref string) (*RemoveResult, error) {
 	}
 	// Sweep the rest: blobs no name reaches any more, such as those of an
 	// image whose tag a later pull moved to another manifest.
-	ents, err := os.ReadDir(filepath.Join(s.dir, "blobs", "sha256"))
-	if err != nil {
-		return res, fmt.Errorf("removing %s: %w", res.Reference, err)
-	}
-	for _, e := range ents {
-		d := v1.Hash{Algorithm: "sha256", Hex: e.Name()}
-		if seen[d] || used[d] || e.IsDir() {
-			continue
+	for _, alg := range []string{"sha256", "sha512"} {
+		ents, err := os.ReadDir(filepath.Join(s.dir, "blobs", alg))
+		if errors.Is(err, fs.ErrNotExist) && alg != "sha256" {
+			continue // made on first use
 		}
-		fi, err := e.Info()
 		if err != nil {
-			continue
+			return res, fmt.Errorf("removing %s: %w", res.Reference, err)
 		}
-		if err := s.deleteBlob(Blob{Kind: "unused", Digest: d, Size: fi.Size(), Path: s.BlobPath(d)}, res); err != nil {
-			return res, err
+		for _, e := range ents {
+			d := v1.Hash{Algorithm: alg, Hex: e.Name()}
+			if seen[d] || used[d] || e.IsDir() {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil {
+				continue
+			}
+			if err := s.deleteBlob(Blob{Kind: "unused", Digest: d, Size: fi.Size(), Path: s.BlobPath(d)}, res); err != nil {
+				return res, err
+			}
 		}
 	}
 	return res, nil
@@ -249,7 +257,7 @@ func (s *Store) markUsed(d v1.Descriptor, used map[v1.Hash]bool) {
 			used[l.Digest] = true
 		}
 	case isIndex(d.MediaType):
-		f, err := os.Open(s.BlobPath(d.Digest))
+		f, err := s.openBounded("index", d.Digest, MaxManifestSize)
 		if err != nil {
 			return
 		}

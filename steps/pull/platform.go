@@ -87,13 +87,20 @@ type IndexChoice struct {
 	Platforms []string
 	// Chosen is the manifest pulled.
 	Chosen v1.Descriptor
+	// Via lists the nested indexes followed to reach Chosen, when the
+	// index's entry for the platform was itself an index.
+	Via []v1.Hash
 	// Reason says why Chosen was chosen.
 	Reason string
 }
 
 // String is e.g. "index with 4 manifests: chose linux/amd64 (matches --platform)".
 func (c IndexChoice) String() string {
-	return fmt.Sprintf("index with %d manifests: chose %s (%s)", c.Manifests, platformString(*c.Chosen.Platform), c.Reason)
+	s := fmt.Sprintf("index with %d manifests: chose %s (%s)", c.Manifests, platformString(*c.Chosen.Platform), c.Reason)
+	for _, v := range c.Via {
+		s += fmt.Sprintf(", through nested index %s", v)
+	}
+	return s
 }
 
 // chooseManifest picks the manifest for want from an index, as containerd's
@@ -108,8 +115,8 @@ func chooseManifest(idx *v1.IndexManifest, want v1.Platform, explicit bool) (v1.
 		available = append(available, platformString(*m.Platform))
 	}
 	for _, m := range idx.Manifests {
-		if m.Platform == nil || !isImageManifest(m.MediaType) {
-			continue
+		if m.Platform == nil || !(isImageManifest(m.MediaType) || isIndex(m.MediaType)) {
+			continue // an index entry for the platform is followed, as containerd does
 		}
 		if platformMatches(want, *m.Platform) {
 			reason := "matches --platform " + platformString(want)
@@ -117,6 +124,13 @@ func chooseManifest(idx *v1.IndexManifest, want v1.Platform, explicit bool) (v1.
 				reason = "matches this host's platform " + platformString(want) + "; --platform chooses another"
 			}
 			return m, reason, available, nil
+		}
+	}
+	for _, m := range idx.Manifests {
+		if m.Platform != nil && platformMatches(want, *m.Platform) {
+			// it has the platform, in a form podlab cannot pull: say so
+			return v1.Descriptor{}, "", available, fmt.Errorf("%w: the index's %s entry %s is %q, neither an image manifest nor an index (podlab pulls OCI and Docker schema 2 images)",
+				ErrUnsupportedMediaType, platformString(*m.Platform), m.Digest, m.MediaType)
 		}
 	}
 	return v1.Descriptor{}, "", available, fmt.Errorf("%w: the index has no manifest for %s; available platforms: %s (pass one with --platform)",

@@ -3,9 +3,9 @@ package pull
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -169,6 +169,9 @@ func Pull(ctx context.Context, store *Store, ref string, opts Options) (*Result,
 	if err != nil {
 		return nil, fmt.Errorf("pulling %s: %w", r, err)
 	}
+	if headOK && head.Size > MaxManifestSize {
+		return nil, fmt.Errorf("pulling %s: %w", r, tooLarge("manifest", head.Digest, head.Size, MaxManifestSize))
+	}
 	if headOK {
 		if ok, err := store.upToDate(r.String(), head.Digest, want, res); err != nil {
 			return nil, err
@@ -188,18 +191,8 @@ func Pull(ctx context.Context, store *Store, ref string, opts Options) (*Result,
 	}
 	res.Resolved = desc.Digest
 	if isIndex(desc.MediaType) {
-		idx, err := v1.ParseIndexManifest(bytes.NewReader(body))
-		if err != nil {
-			return nil, fmt.Errorf("pulling %s: reading index %s: %w", r, desc.Digest, err)
-		}
-		chosen, reason, available, err := chooseManifest(idx, want, explicit)
-		if err != nil {
+		if body, desc, err = res.chooseFromIndex(ctx, client, body, desc, want, explicit); err != nil {
 			return nil, fmt.Errorf("pulling %s: %w", r, err)
-		}
-		res.Index = &IndexChoice{Digest: desc.Digest, MediaType: desc.MediaType, Manifests: len(idx.Manifests),
-			Platforms: available, Chosen: chosen, Reason: reason}
-		if body, desc, err = client.manifest(ctx, chosen.Digest.String()); err != nil {
-			return nil, fmt.Errorf("pulling %s: manifest for %s: %w", r, platformString(*chosen.Platform), err)
 		}
 	}
 	if !isImageManifest(desc.MediaType) {
@@ -208,6 +201,14 @@ func Pull(ctx context.Context, store *Store, ref string, opts Options) (*Result,
 	m, err := v1.ParseManifest(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("pulling %s: reading manifest %s: %w", r, desc.Digest, err)
+	}
+	if m.Config.Size > MaxConfigSize {
+		return nil, fmt.Errorf("pulling %s: %w", r, tooLarge("config", m.Config.Digest, m.Config.Size, MaxConfigSize))
+	}
+	for _, b := range append([]v1.Descriptor{m.Config}, m.Layers...) {
+		if _, err := hasherFor(b.Digest); err != nil {
+			return nil, fmt.Errorf("pulling %s: manifest %s: %w", r, desc.Digest, err)
+		}
 	}
 
 	// Download the config first (it says the image's platform), then the
@@ -273,19 +274,70 @@ func Pull(ctx context.Context, store *Store, ref string, opts Options) (*Result,
 	return res, nil
 }
 
+// chooseFromIndex picks the manifest for want from the index body (digest
+// desc) and fetches it. An entry for the platform that is itself an index
+// is followed, as containerd's platform matcher does, at most MaxIndexDepth
+// indexes deep. It fills res.Index with the top index and the choice.
+func (res *Result) chooseFromIndex(ctx context.Context, client *registryClient, body []byte, desc v1.Descriptor,
+	want v1.Platform, explicit bool) ([]byte, v1.Descriptor, error) {
+	var parent v1.Hash // the index whose entry desc is, once nested
+	for depth := 1; ; depth++ {
+		idx, err := v1.ParseIndexManifest(bytes.NewReader(body))
+		if err != nil {
+			return nil, v1.Descriptor{}, fmt.Errorf("reading index %s: %w", desc.Digest, err)
+		}
+		chosen, reason, available, err := chooseManifest(idx, want, explicit)
+		if err != nil {
+			if depth > 1 {
+				err = fmt.Errorf("nested index %s (the %s entry of index %s): %w", desc.Digest, platformString(want), parent, err)
+			}
+			return nil, v1.Descriptor{}, err
+		}
+		if res.Index == nil {
+			res.Index = &IndexChoice{Digest: desc.Digest, MediaType: desc.MediaType, Manifests: len(idx.Manifests), Platforms: available}
+		}
+		res.Index.Chosen, res.Index.Reason = chosen, reason
+		if chosen.Size > MaxManifestSize {
+			return nil, v1.Descriptor{}, tooLarge("manifest", chosen.Digest, chosen.Size, MaxManifestSize)
+		}
+		what := "manifest"
+		if isIndex(chosen.MediaType) {
+			if depth >= MaxIndexDepth {
+				return nil, v1.Descriptor{}, fmt.Errorf("%w: index %s nests indexes more than %d deep for %s (the last, %s, names index %s); podlab follows at most %d, as no real image needs more",
+					ErrTooLarge, res.Index.Digest, MaxIndexDepth, platformString(want), desc.Digest, chosen.Digest, MaxIndexDepth)
+			}
+			what = "nested index"
+		}
+		next, nextDesc, err := client.manifest(ctx, chosen.Digest.String())
+		if err != nil {
+			return nil, v1.Descriptor{}, fmt.Errorf("%s for %s: %w", what, platformString(*chosen.Platform), err)
+		}
+		if !isIndex(nextDesc.MediaType) {
+			return next, nextDesc, nil
+		}
+		parent, body, desc = desc.Digest, next, nextDesc
+		res.Index.Via = append(res.Index.Via, desc.Digest)
+	}
+}
+
 // platformOf is the index's platform for the chosen manifest, else what the
 // image's config (at configPath) says.
 func (res *Result) platformOf(configPath string) (v1.Platform, error) {
 	if res.Index != nil && res.Index.Chosen.Platform != nil {
 		return *res.Index.Chosen.Platform, nil
 	}
-	f, err := os.Open(configPath)
+	b, err := os.ReadFile(configPath) // bounded: staged at the size the manifest names, at most MaxConfigSize
 	if err != nil {
 		return v1.Platform{}, err
 	}
-	defer f.Close()
-	cfg, err := v1.ParseConfigFile(f)
-	if err != nil {
+	// Only the platform fields: decoding the whole config (its environment,
+	// history, labels) cost three times as much for a 3 MB one.
+	var cfg struct {
+		OS           string `json:"os"`
+		Architecture string `json:"architecture"`
+		Variant      string `json:"variant"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
 		return v1.Platform{}, fmt.Errorf("reading config %s: %w", res.Config.Digest, err)
 	}
 	return v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}, nil
@@ -372,8 +424,10 @@ func (s *Store) upToDate(ref string, resolved v1.Hash, want v1.Platform, res *Re
 	return true, nil
 }
 
+// readManifest reads the stored manifest d, refusing one larger than
+// MaxManifestSize before reading it.
 func (s *Store) readManifest(d v1.Hash) (*v1.Manifest, error) {
-	f, err := os.Open(s.BlobPath(d))
+	f, err := s.openBounded("manifest", d, MaxManifestSize)
 	if err != nil {
 		return nil, err
 	}
@@ -421,6 +475,9 @@ func (st *staging) commit() error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for d, p := range st.files {
+		if err := os.MkdirAll(filepath.Dir(st.store.BlobPath(d)), 0o755); err != nil { // blobs/sha512/ on first use
+			return fmt.Errorf("storing blob %s: %w", d, err)
+		}
 		if err := os.Rename(p, st.store.BlobPath(d)); err != nil {
 			return fmt.Errorf("storing blob %s: %w", d, err)
 		}
@@ -518,8 +575,9 @@ const copyBufferSize = 1 << 20
 // for commit.
 func (st *staging) stage(ctx context.Context, b *Blob, r io.Reader, onWrite func(int)) (err error) {
 	d, size := b.Digest, b.Size
-	if d.Algorithm != "sha256" {
-		return fmt.Errorf("blob %s: only sha256 digests are supported", d)
+	h, err := hasherFor(d)
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", d, err)
 	}
 	f, err := os.CreateTemp(filepath.Join(st.store.dir, ingestDir), d.Hex+".*.partial")
 	if err != nil {
@@ -531,7 +589,6 @@ func (st *staging) stage(ctx context.Context, b *Blob, r io.Reader, onWrite func
 			os.Remove(f.Name())
 		}
 	}()
-	h := sha256.New()
 	buf := make([]byte, copyBufferSize)
 	limited := io.LimitReader(r, size+1) // one byte more reveals a blob that is too long
 	var written int64
@@ -565,7 +622,7 @@ func (st *staging) stage(ctx context.Context, b *Blob, r io.Reader, onWrite func
 	}
 	got := hex.EncodeToString(h.Sum(nil))
 	if got != d.Hex {
-		return fmt.Errorf("%w: expected %s, got sha256:%s (%d bytes); the blob was discarded, the store is unchanged", ErrDigestMismatch, d, got, written)
+		return fmt.Errorf("%w: expected %s, got %s:%s (%d bytes); the blob was discarded, the store is unchanged", ErrDigestMismatch, d, d.Algorithm, got, written)
 	}
 	if err := f.Chmod(0o444); err != nil {
 		return fmt.Errorf("storing blob %s: %w", d, err)

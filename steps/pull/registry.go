@@ -2,8 +2,6 @@ package pull
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,10 +17,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
-
-// maxManifestSize bounds a manifest or index read into memory, as
-// containerd's 4 MiB limit does. Blobs are never read into memory.
-const maxManifestSize = 4 << 20
 
 // manifestAccept is what a runtime tells the registry it understands: an
 // index (multi-platform) or a single image manifest, OCI or Docker.
@@ -141,16 +135,31 @@ func (c *registryClient) manifest(ctx context.Context, id string) ([]byte, v1.De
 	if err := transport.CheckError(resp, http.StatusOK); err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("fetching manifest %s from %s: %w", id, c.repo.Name(), err)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestSize+1))
+	want, byDigest := v1.Hash{}, false
+	if h, err := v1.NewHash(id); err == nil {
+		want, byDigest = h, true
+	}
+	if resp.ContentLength > MaxManifestSize {
+		return nil, v1.Descriptor{}, fmt.Errorf("fetching manifest %s from %s: %w", id, c.repo.Name(),
+			tooLarge("manifest", want, resp.ContentLength, MaxManifestSize))
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxManifestSize+1))
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("fetching manifest %s from %s: %w", id, c.repo.Name(), err)
 	}
-	if len(b) > maxManifestSize {
-		return nil, v1.Descriptor{}, fmt.Errorf("fetching manifest %s from %s: larger than %d bytes", id, c.repo.Name(), maxManifestSize)
+	if len(b) > MaxManifestSize {
+		return nil, v1.Descriptor{}, fmt.Errorf("fetching manifest %s from %s: %w", id, c.repo.Name(),
+			tooLarge("manifest", want, int64(len(b)), MaxManifestSize)) // more than announced, or not announced
 	}
-	sum := sha256.Sum256(b)
-	got := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
-	if want, err := v1.NewHash(id); err == nil && want != got {
+	alg := "sha256" // what registries name a tag's manifest by
+	if byDigest {
+		alg = want.Algorithm
+	}
+	got, err := hashBytes(alg, b)
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("fetching manifest %s from %s: %w", id, c.repo.Name(), err)
+	}
+	if byDigest && want != got {
 		return nil, v1.Descriptor{}, fmt.Errorf("%w: manifest from %s: expected %s, got %s", ErrDigestMismatch, c.repo.Name(), want, got)
 	}
 	mt := types.MediaType(resp.Header.Get("Content-Type"))

@@ -118,11 +118,38 @@ func (s *Store) Image(ref string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkSizes(e); err != nil {
+		return nil, fmt.Errorf("reading image %s from %s: %w", e.name, s.dir, err)
+	}
 	img, err := layout.Path(s.dir).Image(e.desc.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("reading image %s from %s: %w", e.name, s.dir, err)
 	}
 	return img, nil
+}
+
+// checkSizes refuses an image whose manifest or config is over its limit
+// (MaxManifestSize, MaxConfigSize), by the sizes the descriptors name and
+// the sizes of the files, before anything reads them whole: the reader of
+// the image returned (unpack, spec) parses both.
+func (s *Store) checkSizes(e entry) error {
+	if e.desc.Size > MaxManifestSize {
+		return tooLarge("manifest", e.desc.Digest, e.desc.Size, MaxManifestSize)
+	}
+	if !isImageManifest(e.desc.MediaType) {
+		return nil // ggcr's layout says what it is not
+	}
+	m, err := s.readManifest(e.desc.Digest)
+	if err != nil {
+		return fmt.Errorf("reading manifest %s: %w", e.desc.Digest, err)
+	}
+	if m.Config.Size > MaxConfigSize {
+		return tooLarge("config", m.Config.Digest, m.Config.Size, MaxConfigSize)
+	}
+	if fi, err := os.Stat(s.BlobPath(m.Config.Digest)); err == nil && fi.Size() > MaxConfigSize {
+		return tooLarge("config", m.Config.Digest, fi.Size(), MaxConfigSize)
+	}
+	return nil
 }
 
 // entry is one named image in index.json.

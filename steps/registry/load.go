@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	specv1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/podlab/podlab/steps/pull"
 )
 
 // Loaded is one image Load pushed into a registry.
@@ -72,11 +74,18 @@ func Load(ctx context.Context, addr, layoutDir string) ([]Loaded, error) {
 			remote.WithUserAgent(loadUserAgent),
 		}
 		l := Loaded{Ref: refName, Reference: ref.String(), Digest: d.Digest, MediaType: d.MediaType}
+		if err := checkManifestSize(layoutDir, d); err != nil {
+			return loaded, fmt.Errorf("reading %s from %s: %w", refName, layoutDir, err)
+		}
 		switch {
 		case d.MediaType.IsImage():
 			img, err := idx.Image(d.Digest)
 			if err != nil {
 				return loaded, fmt.Errorf("reading %s from %s: %w", refName, layoutDir, err)
+			}
+			if m, err := img.Manifest(); err == nil && m.Config.Size > pull.MaxConfigSize {
+				return loaded, fmt.Errorf("reading %s from %s: %w: config %s is %d bytes, over the limit of %d bytes (4 MiB) a runtime pulling it would refuse",
+					refName, layoutDir, pull.ErrTooLarge, m.Config.Digest, m.Config.Size, pull.MaxConfigSize)
 			}
 			if l.Blobs, err = countBlobs(img); err != nil {
 				return loaded, fmt.Errorf("reading %s from %s: %w", refName, layoutDir, err)
@@ -107,6 +116,21 @@ func Load(ctx context.Context, addr, layoutDir string) ([]Loaded, error) {
 			ErrNoImages, layoutDir, len(im.Manifests), specv1.AnnotationRefName)
 	}
 	return loaded, nil
+}
+
+// checkManifestSize refuses a manifest or index of the layout over
+// pull.MaxManifestSize, by its descriptor and by its file, before
+// go-containerregistry reads it whole.
+func checkManifestSize(layoutDir string, d v1.Descriptor) error {
+	size := d.Size
+	if fi, err := os.Stat(filepath.Join(layoutDir, "blobs", d.Digest.Algorithm, d.Digest.Hex)); err == nil {
+		size = max(size, fi.Size())
+	}
+	if size > pull.MaxManifestSize {
+		return fmt.Errorf("%w: manifest %s is %d bytes, over the limit of %d bytes (4 MiB) a runtime pulling it would refuse",
+			pull.ErrTooLarge, d.Digest, size, pull.MaxManifestSize)
+	}
+	return nil
 }
 
 // checkLayout says, with a hint, when dir is not an OCI layout.

@@ -95,10 +95,18 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 	return serve(ctx, ln, h)
 }
 
-// Run serves a registry on ln, loads every named image of the OCI layout at
-// layoutDir into it (see Load), calls ready with what it loaded, and serves
-// until ctx is done. GET /healthz answers 503 until the images are loaded,
-// then 200.
+// Run loads every named image of the OCI layout at layoutDir into a
+// registry (see Load), calls ready with what it loaded, and serves it on ln
+// until ctx is done.
+//
+// A registry answers when it is ready: GET /v2/ is the probe clients and
+// health checks use, and a client that sees it answer 200 pulls at once.
+// So while the images load (Load pushes them over a private loopback
+// listener of its own), every request on ln gets 503 Service Unavailable
+// with the distribution API's UNAVAILABLE error and a Retry-After header,
+// as a registry that is starting up answers; /healthz answers 503 too.
+// Once the last image is loaded, ln serves the registry: /v2/ answers 200
+// and every tag is there.
 func Run(ctx context.Context, ln net.Listener, layoutDir string, opts Options, ready func([]Loaded)) error {
 	if err := checkLayout(layoutDir); err != nil {
 		ln.Close()
@@ -113,19 +121,56 @@ func Run(ctx context.Context, ln net.Listener, layoutDir string, opts Options, r
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, ln, h) }()
+	go func() { served <- serve(ctx, ln, notReadyGate(h, isReady, layoutDir)) }()
 
-	loaded, err := Load(ctx, loopback(ln.Addr()), layoutDir)
+	loaded, err := loadPrivately(ctx, h, layoutDir)
 	if err != nil {
 		cancel()
 		<-served
 		return err
+	}
+	public := loopback(ln.Addr())
+	for i := range loaded {
+		loaded[i].Reference = public + "/" + loaded[i].Ref
 	}
 	isReady.Store(true)
 	if ready != nil {
 		ready(loaded)
 	}
 	return <-served
+}
+
+// loadPrivately serves h on a loopback port of its own while Load pushes
+// the layout's images to it, then closes that port.
+func loadPrivately(ctx context.Context, h http.Handler, layoutDir string) ([]Loaded, error) {
+	private, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: listening on a private loopback port: %w", layoutDir, err)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- serve(lctx, private, h) }()
+	loaded, err := Load(ctx, private.Addr().String(), layoutDir)
+	stop()
+	if serr := <-served; err == nil && serr != nil {
+		err = serr
+	}
+	return loaded, err
+}
+
+// notReadyGate answers every request with 503 until ready is set, in the
+// distribution API's error format, then hands them to h.
+func notReadyGate(h http.Handler, ready *atomic.Bool, layoutDir string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ready.Load() {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"errors":[{"code":"UNAVAILABLE","message":"the registry is loading its images from %s; try again in a moment"}]}`+"\n", layoutDir)
+	})
 }
 
 // loopback is the address to reach a listener from this machine: its port on

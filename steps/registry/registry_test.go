@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,9 +19,12 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	specv1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/podlab/podlab/steps/pull"
 )
 
 // demoLayout writes an OCI layout with two named images, one named index
@@ -341,6 +345,22 @@ func TestBadInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(t.TempDir(), "demo-images")
+	// a named image whose config is over the 4 MiB a runtime accepts
+	bigConfig := filepath.Join(t.TempDir(), "big-config")
+	bp, err := layout.Write(bigConfig, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := img.ConfigFile()
+	cfg = cfg.DeepCopy()
+	cfg.Config.Labels = map[string]string{"pad": strings.Repeat("x", pull.MaxConfigSize)}
+	big, err := mutate.ConfigFile(img, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bp.AppendImage(big, layout.WithAnnotations(map[string]string{specv1.AnnotationRefName: "hostile/big:1"})); err != nil {
+		t.Fatal(err)
+	}
 	addr := startRegistry(t, Options{BlobDir: t.TempDir()})
 	taken, err := Listen("127.0.0.1:0")
 	if err != nil {
@@ -364,6 +384,7 @@ func TestBadInputs(t *testing.T) {
 			_, err := Load(ctx, a, dir)
 			return err
 		}, nil, "pushing"},
+		{"Load: config over 4 MiB", func() error { _, err := Load(ctx, addr, bigConfig); return err }, pull.ErrTooLarge, "4194304 bytes (4 MiB)"},
 		{"Listen: address in use", func() error { _, err := Listen(taken.Addr().String()); return err }, ErrAddrInUse, "--addr"},
 		{"Serve: no blob directory", func() error {
 			ln, _ := Listen("127.0.0.1:0")
@@ -475,5 +496,76 @@ func TestRun_ServesMirrorRequests(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A client that waits for GET /v2/ to answer and then pulls at once, as a
+// readiness probe followed by a pull does, finds every tag: the registry
+// answers /v2/ only once its images are loaded, and 503 (UNAVAILABLE, with
+// Retry-After) before. Forty images make loading take long enough that a
+// registry answering early is caught.
+func TestRun_AnswersV2OnlyWhenLoaded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo-images")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const images = 40
+	for i := range images {
+		img, err := random.Image(256, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := map[string]string{specv1.AnnotationRefName: fmt.Sprintf("podlab/many-%02d:1", i)}
+		if err := p.AppendImage(img, layout.WithAnnotations(ref)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, ln, dir, Options{BlobDir: filepath.Join(t.TempDir(), "registry")}, nil)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+
+	sawUnavailable := false
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("GET /v2/ never answered 200")
+		}
+		resp, err := http.Get("http://" + addr + "/v2/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+			!strings.Contains(string(body), `"UNAVAILABLE"`) || !strings.Contains(string(body), "loading its images") {
+			t.Fatalf("GET /v2/ while loading = %d %q (Retry-After %q), want 503 UNAVAILABLE with Retry-After",
+				resp.StatusCode, body, resp.Header.Get("Retry-After"))
+		}
+		sawUnavailable = true
+		time.Sleep(2 * time.Millisecond)
+	}
+	last := fmt.Sprintf("%s/podlab/many-%02d:1", addr, images-1)
+	if _, err := remote.Image(mustRef(t, last)); err != nil {
+		t.Fatalf("pull right after /v2/ answered 200: %v", err)
+	}
+	if !sawUnavailable {
+		t.Log("loading finished before the first probe (no 503 seen)")
 	}
 }

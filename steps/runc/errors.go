@@ -32,7 +32,7 @@ var (
 	// unique per runtime root, as a Pod's container names are unique per node.
 	ErrContainerExists = errors.New("container already exists")
 
-	// ErrNoLog means the container has no log file: it ran in the foreground,
-	// with its output on the terminal.
+	// ErrNoLog means the container has no log file (its container.log was
+	// removed, or an older podlab ran it in the foreground without one).
 	ErrNoLog = errors.New("container has no log file")
 )

@@ -294,6 +294,12 @@ func (r *Runtime) claim(id, bundle string, detached bool) (*record, error) {
 	if err := os.MkdirAll(filepath.Dir(r.ContainerDir(id)), 0o711); err != nil {
 		return nil, err
 	}
+	if r.ranAndRemoved(id) {
+		// a finished foreground run: runc removed it, the ID is free
+		if err := os.RemoveAll(r.ContainerDir(id)); err != nil {
+			return nil, fmt.Errorf("replacing the records of the last run of %s: %w", id, err)
+		}
+	}
 	if err := os.Mkdir(r.ContainerDir(id), 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%w: %q (%s): pick another ID or `podlab runc delete %s`", ErrContainerExists, id, r.ContainerDir(id), id)
@@ -305,6 +311,21 @@ func (r *Runtime) claim(id, bundle string, detached bool) (*record, error) {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// ranAndRemoved reports whether id is a foreground run that ended without
+// --keep: podlab's record says foreground, its exit.json is written, and
+// runc no longer knows it. Only its log and exit code are left.
+func (r *Runtime) ranAndRemoved(id string) bool {
+	rec, err := r.readRecord(id)
+	if err != nil || rec.Detached {
+		return false
+	}
+	if _, err := os.Stat(r.ExitPath(id)); err != nil {
+		return false
+	}
+	runcKnows, _ := r.exists(id)
+	return !runcKnows
 }
 
 func (r *Runtime) readRecord(id string) (*record, error) {
@@ -401,19 +422,49 @@ func (r *Runtime) Start(ctx context.Context, id string) (*State, error) {
 	return r.State(ctx, id)
 }
 
-// Run runs a container in the foreground, as `runc run`: create and start in
-// one, with the caller's stdio as the container's, until it exits. Its exit
-// code is returned and kept in exit.json; runc deletes the container itself.
+// Run runs a container in the foreground, as `runc run` does without
+// --keep: see RunWithOptions.
 func (r *Runtime) Run(ctx context.Context, id, bundle string, stdio IO) (*Exit, error) {
+	return r.RunWithOptions(ctx, id, bundle, stdio, RunOptions{})
+}
+
+// RunOptions tune a foreground run.
+type RunOptions struct {
+	// Keep keeps the container after it exits, as `runc run --keep`: runc's
+	// state (status stopped) and its cgroups stay until Delete, and the ID
+	// stays taken. Without it the container is removed when it exits, as
+	// `runc run` does, and the ID is free for the next run.
+	Keep bool
+}
+
+// RunWithOptions runs a container in the foreground, as `runc run`: create
+// and start in one, with the caller's stdin, until it exits. Its stdout and
+// stderr reach the caller's writers and, line by line, the CRI log
+// (LogPath), as a shim would write them: the container sees pipes, as a
+// Kubernetes container without tty does. Its exit code is returned and
+// kept in exit.json.
+//
+// Without opts.Keep, runc deletes the container when it exits; podlab then
+// removes the empty cgroups runc leaves behind (below CgroupParent) and
+// keeps only containers/<id> with the log and exit.json: Logs and State
+// still read them, and the next Run of the same ID replaces them.
+func (r *Runtime) RunWithOptions(ctx context.Context, id, bundle string, stdio IO, opts RunOptions) (*Exit, error) {
 	rec, err := r.claim(id, bundle, false)
 	if err != nil {
 		return nil, err
 	}
 	runcLog := filepath.Join(r.ContainerDir(id), "runc.log")
-	argv := r.argv("--log", runcLog, "--log-format", "json", "run", "--bundle", rec.Bundle, id)
+	args := []string{"--log", runcLog, "--log-format", "json", "run", "--bundle", rec.Bundle}
+	if opts.Keep {
+		args = append(args, "--keep")
+	}
+	argv := r.argv(append(args, id)...)
 	r.report(argv)
-	code, err := r.foreground(ctx, argv, stdio, runcLog, false)
+	code, err := r.foregroundLogged(ctx, argv, stdio, runcLog, r.LogPath(id))
 	if err != nil {
+		if a, _ := r.exists(id); a {
+			_, _ = r.output(context.WithoutCancel(ctx), "delete", "--force", id)
+		}
 		os.RemoveAll(r.ContainerDir(id))
 		return nil, fmt.Errorf("running container %s: %w", id, err)
 	}
@@ -424,7 +475,67 @@ func (r *Runtime) Run(ctx context.Context, id, bundle string, stdio IO) (*Exit, 
 	if err := writeJSON(r.ExitPath(id), ex); err != nil {
 		return ex, err
 	}
+	if opts.Keep {
+		return ex, nil
+	}
+	// runc removed its state and the container's own cgroup; the parents it
+	// made stay, empty, as after runc delete. Removing them is tidying, not
+	// part of the run: a path outside CgroupParent is left alone, as Delete
+	// leaves it, and the run still succeeded.
+	path := rec.CgroupsPath
+	if path == "" {
+		path = "/" + id // runc's default
+	}
+	if !strings.Contains(path, ":") { // not systemd's slice:prefix:name
+		if mounts, err := HostCgroupMounts(); err == nil {
+			_, _ = RemoveCgroupDirsBelow(mounts, path, r.CgroupParent)
+		}
+	}
 	return ex, nil
+}
+
+// foregroundLogged is foreground with the container's stdout and stderr
+// also copied, line by line, into the CRI log at logPath.
+func (r *Runtime) foregroundLogged(ctx context.Context, argv []string, stdio IO, runcLog, logPath string) (int, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return 0, err
+	}
+	defer logFile.Close()
+	cw := &criWriter{w: logFile, now: time.Now}
+	var copying sync.WaitGroup
+	piped := IO{Stdin: stdio.Stdin}
+	var writeEnds []*os.File
+	for _, s := range []struct {
+		name string
+		to   io.Writer
+		set  *io.Writer
+	}{{"stdout", stdio.Stdout, &piped.Stdout}, {"stderr", stdio.Stderr, &piped.Stderr}} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			for _, w := range writeEnds {
+				w.Close()
+			}
+			return 0, err
+		}
+		to := s.to
+		if to == nil {
+			to = io.Discard
+		}
+		*s.set = pw
+		writeEnds = append(writeEnds, pw)
+		copying.Go(func() {
+			defer pr.Close()
+			_ = cw.copy(s.name, io.TeeReader(pr, to))
+			_, _ = io.Copy(to, pr) // whatever is left after a failed log write
+		})
+	}
+	code, err := r.foreground(ctx, argv, piped, runcLog, false)
+	for _, w := range writeEnds {
+		w.Close()
+	}
+	waitTimeout(&copying, 5*time.Second)
+	return code, err
 }
 
 // foreground runs argv with stdio attached and returns its exit code. Signals
@@ -543,7 +654,7 @@ func (r *Runtime) State(ctx context.Context, id string) (*State, error) {
 	rec, _ := r.readRecord(id)
 	if rec != nil {
 		st.Bundle, st.Created = rec.Bundle, rec.Created
-		if rec.Detached {
+		if _, err := os.Stat(r.LogPath(id)); rec.Detached || err == nil {
 			st.LogPath = r.LogPath(id)
 		}
 	}
@@ -807,7 +918,7 @@ func (r *Runtime) Logs(ctx context.Context, id string, w io.Writer, opts LogsOpt
 	}
 	path := r.LogPath(id)
 	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("%w: %s: container %s ran in the foreground, its output went to the terminal", ErrNoLog, path, id)
+		return fmt.Errorf("%w: %s: container %s has none (removed, or run in the foreground by an older podlab); run it again to get one", ErrNoLog, path, id)
 	}
 	done := func() bool {
 		_, err := os.Stat(r.ExitPath(id))

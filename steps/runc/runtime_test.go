@@ -220,14 +220,21 @@ func TestRuntime_Run_Foreground(t *testing.T) {
 	if st.Status != "stopped" || st.Exit == nil || st.Exit.Code != 3 || st.StateFile != "" {
 		t.Errorf("state = %+v (exit %+v), want stopped with exit code 3 and no runc state", st, st.Exit)
 	}
-	if st.LogPath != "" {
-		t.Errorf("a foreground container has a log path %s", st.LogPath)
+	if st.LogPath != r.LogPath(id) {
+		t.Errorf("a foreground container's log path is %q, want %s", st.LogPath, r.LogPath(id))
 	}
 	if st.Cgroup != nil {
 		t.Errorf("cgroup %+v reported for a container whose cgroups runc removed", st.Cgroup)
 	}
-	if err := r.Logs(context.Background(), id, &bytes.Buffer{}, runc.LogsOptions{}); !errors.Is(err, runc.ErrNoLog) {
-		t.Errorf("Logs of a foreground container: %v, want ErrNoLog", err)
+	var logs bytes.Buffer
+	if err := r.Logs(context.Background(), id, &logs, runc.LogsOptions{}); err != nil {
+		t.Errorf("Logs of a foreground container: %v", err)
+	}
+	// stdout and stderr are two pipes: their lines may interleave either way
+	got := strings.SplitAfter(logs.String(), "\n")
+	slices.Sort(got)
+	if want := []string{"", "a line on stderr\n", "hello from pid 1 on " + id + "\n"}; !slices.Equal(got, want) {
+		t.Errorf("Logs of a foreground container = %q, want the lines %q", logs.String(), want[1:])
 	}
 	d, err := r.Delete(context.Background(), id, false)
 	if err != nil {
@@ -238,6 +245,82 @@ func TestRuntime_Run_Foreground(t *testing.T) {
 	}
 	if dirs := cgroupDirs(t, id); len(dirs) != 0 {
 		t.Errorf("cgroups left after delete: %q", dirs)
+	}
+}
+
+// A foreground run removes the container when it ends, as runc run does:
+// the same ID runs again at once, and the log and exit code of the last run
+// stay readable. With Keep, as runc run --keep, the stopped container stays
+// and its ID is taken until Delete.
+func TestRuntime_Run_RemovesWhenDone(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		keep   bool
+		parent string // the runtime's CgroupParent
+	}{
+		{"removed", false, ""},
+		{"kept", true, ""},
+		// the bundle's cgroup (/podlab/ID) is not under the runtime's
+		// parent: its empty parents are left alone, and the run succeeds
+		{"removed, cgroup outside the runtime's parent", false, "/podlab-elsewhere"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRuntime(t)
+			r.CgroupParent = tt.parent
+			id := containerID(t, r)
+			b := bundle(t, id, "exit", "7")
+			run := func() (*runc.Exit, error) {
+				return r.RunWithOptions(ctx, id, b, runc.IO{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, runc.RunOptions{Keep: tt.keep})
+			}
+			if ex, err := run(); err != nil || ex.Code != 7 {
+				t.Fatalf("first run: %+v, %v; want exit code 7", ex, err)
+			}
+			_, stateErr := os.Stat(r.StateFile(id))
+			if tt.keep != (stateErr == nil) {
+				t.Errorf("runc state file after a run with keep=%v: %v", tt.keep, stateErr)
+			}
+			if dirs := cgroupDirs(t, id); tt.keep != (len(dirs) > 0) {
+				t.Errorf("cgroups after a run with keep=%v: %q", tt.keep, dirs)
+			}
+			var logs bytes.Buffer
+			if err := r.Logs(ctx, id, &logs, runc.LogsOptions{}); err != nil || !strings.Contains(logs.String(), "hello from pid 1") {
+				t.Errorf("Logs after the run: %q, %v", logs.String(), err)
+			}
+			st, err := r.State(ctx, id)
+			if err != nil || st.Exit == nil || st.Exit.Code != 7 {
+				t.Errorf("State after the run: %+v, %v; want exit code 7", st, err)
+			}
+
+			_, err = run()
+			if tt.keep {
+				if !errors.Is(err, runc.ErrContainerExists) {
+					t.Fatalf("second run of a kept container: %v, want ErrContainerExists", err)
+				}
+				if _, err := r.Delete(ctx, id, false); err != nil {
+					t.Fatal(err)
+				}
+				if _, err = run(); err != nil {
+					t.Fatalf("run after delete: %v", err)
+				}
+				if _, err := r.Delete(ctx, id, false); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("second run of the same ID: %v", err)
+			}
+			logs.Reset()
+			if err := r.Logs(ctx, id, &logs, runc.LogsOptions{}); err != nil || strings.Count(logs.String(), "hello from pid 1") != 1 {
+				t.Errorf("Logs after the second run = %q, %v; want the second run's lines only", logs.String(), err)
+			}
+			if _, err := r.Delete(ctx, id, false); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

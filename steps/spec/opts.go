@@ -153,32 +153,74 @@ func processArgs(entrypoint, cmd, command, args []string) ([]string, error) {
 
 // WithEnv sets process.env: what the spec already has, then the image's ENV,
 // then PATH (DefaultPath) and HOSTNAME (the spec's hostname) unless set,
-// then overrides, each KEY=VALUE replacing the same KEY.
+// then overrides, each KEY=VALUE replacing the same KEY where it is (as
+// containerd's oci.WithEnv and the kubelet do: a later name replaces an
+// earlier one in place, a new name is appended).
+//
+// The merge is linear in the number of entries: an index from name to
+// position, not a search of the list for each entry. An image config may
+// hold hundreds of thousands of entries (up to pull.MaxConfigSize), and a
+// search per entry made such an image's spec take minutes.
 func WithEnv(imageEnv, overrides []string) oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
 		setProcess(s)
-		env := slices.Clone(s.Process.Env)
+		env := newEnvList(s.Process.Env, len(imageEnv)+len(overrides)+2)
 		for _, e := range imageEnv {
 			if err := validateEnv(e); err != nil {
 				return fmt.Errorf("image ENV: %w", err)
 			}
-			env = setEnv(env, e)
+			env.set(e)
 		}
-		if !hasEnv(env, "PATH") {
-			env = append(env, "PATH="+DefaultPath)
+		if !env.has("PATH") {
+			env.set("PATH=" + DefaultPath)
 		}
-		if s.Hostname != "" && !hasEnv(env, "HOSTNAME") {
-			env = append(env, "HOSTNAME="+s.Hostname)
+		if s.Hostname != "" && !env.has("HOSTNAME") {
+			env.set("HOSTNAME=" + s.Hostname)
 		}
 		for _, e := range overrides {
 			if err := validateEnv(e); err != nil {
 				return err
 			}
-			env = setEnv(env, e)
+			env.set(e)
 		}
-		s.Process.Env = env
+		s.Process.Env = env.list
 		return nil
 	}
+}
+
+// envList is an environment with an index from each name to its position.
+type envList struct {
+	list []string
+	at   map[string]int
+}
+
+func newEnvList(base []string, extra int) *envList {
+	l := &envList{list: make([]string, 0, len(base)+extra), at: make(map[string]int, len(base)+extra)}
+	for _, e := range base {
+		if k, _, ok := strings.Cut(e, "="); ok {
+			if _, seen := l.at[k]; !seen {
+				l.at[k] = len(l.list)
+			}
+		}
+		l.list = append(l.list, e)
+	}
+	return l
+}
+
+func (l *envList) has(key string) bool {
+	_, ok := l.at[key]
+	return ok
+}
+
+// set replaces KEY=... by e where it is, or appends e.
+func (l *envList) set(e string) {
+	k, _, _ := strings.Cut(e, "=")
+	if i, ok := l.at[k]; ok {
+		l.list[i] = e
+		return
+	}
+	l.at[k] = len(l.list)
+	l.list = append(l.list, e)
 }
 
 func validateEnv(e string) error {
@@ -192,20 +234,6 @@ func validateEnv(e string) error {
 		return fmt.Errorf("%w %q: contains a NUL byte", ErrInvalidEnv, e)
 	}
 	return nil
-}
-
-func hasEnv(env []string, key string) bool {
-	return slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, key+"=") })
-}
-
-// setEnv replaces KEY=... in env by e, or appends e.
-func setEnv(env []string, e string) []string {
-	k, _, _ := strings.Cut(e, "=")
-	if i := slices.IndexFunc(env, func(x string) bool { return strings.HasPrefix(x, k+"=") }); i >= 0 {
-		env[i] = e
-		return env
-	}
-	return append(env, e)
 }
 
 // WithWorkingDir sets process.cwd to dir ("/" when empty; relative paths are

@@ -3,11 +3,13 @@ package spec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -187,6 +189,11 @@ func TestWithEnv_EmptySpec(t *testing.T) {
 			want: []string{"PATH=/x", "A=override", "B=2", "HOSTNAME=mine", "C=3", "D=with=equals"},
 		},
 		{name: "empty value", overrides: []string{"EMPTY="}, want: []string{"PATH=" + DefaultPath, "EMPTY="}},
+		{
+			name:  "a later image name replaces an earlier one in place",
+			image: []string{"A=1", "B=2", "A=3", "PATH=/p", "B=4"}, overrides: []string{"A=5"},
+			want: []string{"A=5", "B=4", "PATH=/p"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,6 +218,36 @@ func TestWithEnv_EmptySpec(t *testing.T) {
 				t.Fatalf("err = %v, want ErrInvalidEnv", err)
 			}
 		})
+	}
+}
+
+// An image config may hold 200,000 environment entries (about 3 MB, under
+// the 4 MiB config limit): merging them is linear, milliseconds, where a
+// search of the list per entry took minutes. Half of them repeat a name, so
+// the replacing path is exercised too.
+func TestWithEnv_HugeImageEnvIsLinear(t *testing.T) {
+	const n = 200_000
+	image := make([]string, n)
+	for i := range image {
+		image[i] = fmt.Sprintf("K%d=%d", i%(n/2), i)
+	}
+	done := make(chan error, 1)
+	s := &specs.Spec{Hostname: "big"}
+	began := time.Now()
+	go func() { done <- WithEnv(image, []string{"K0=override"})(context.Background(), nil, nil, s) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("merging %d image env entries took more than 5s: the merge is not linear", n)
+	}
+	t.Logf("merged %d entries in %s", n, time.Since(began))
+	env := s.Process.Env
+	if len(env) != n/2+2 || env[0] != "K0=override" || env[1] != fmt.Sprintf("K1=%d", n/2+1) ||
+		env[n/2] != "PATH="+DefaultPath || env[n/2+1] != "HOSTNAME=big" {
+		t.Errorf("merged env has %d entries, starting %q and ending %q", len(env), env[:2], env[len(env)-2:])
 	}
 }
 

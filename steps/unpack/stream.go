@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
 
@@ -252,13 +253,20 @@ func (s *layerStream) close() {
 // layer through an unpigz process, and on a 2-core machine that cost 15% more
 // time and CPU (BenchmarkUnpack) than inflating in the goroutine that already
 // runs beside archive.Apply.
+//
+// Zstd is decompressed here too, with a bounded window (see MaxZstdWindow):
+// DecompressStream's decoder accepts the format's largest windows.
 func decompress(r io.Reader) (compression.DecompressReadCloser, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
-	magic, err := br.Peek(10)
+	magic, err := br.Peek(18) // a zstd frame header is at most 18 bytes
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	if compression.DetectCompression(magic) != compression.Gzip {
+	switch compression.DetectCompression(magic) {
+	case compression.Gzip:
+	case compression.Zstd:
+		return newZstdStream(br, magic)
+	default:
 		return compression.DecompressStream(br)
 	}
 	zr, err := gzip.NewReader(br)
@@ -271,3 +279,106 @@ func decompress(r io.Reader) (compression.DecompressReadCloser, error) {
 type gzipStream struct{ *gzip.Reader }
 
 func (gzipStream) GetCompression() compression.Compression { return compression.Gzip }
+
+// MaxZstdWindow bounds the window a zstd layer may ask its decoder for: 8
+// MiB, the largest window the zstd format (RFC 8878, 3.1.1.1.2) recommends
+// every decoder support. The window is memory the decoder must hold (the
+// decompressed bytes a match may reach back to), and a frame names it in
+// its header: a layer of a few KiB that asks for the format's 512 MiB cost
+// 637 MB at unpack with containerd's decoder, which accepts it. zstd's
+// levels 1 to 19 (and Go's klauspost encoder, which BuildKit uses) stay
+// within 8 MiB; only --ultra levels and --long mode go beyond it.
+const MaxZstdWindow = 8 << 20
+
+// ErrZstdWindowTooLarge is returned when a zstd layer asks for a window
+// larger than MaxZstdWindow: it is refused before the memory is allocated.
+// (Defined here, with the decoder it bounds.)
+var ErrZstdWindowTooLarge = errors.New("zstd window too large")
+
+// zstdStream is a zstd decoder bounded to MaxZstdWindow, one block decoded
+// at a time: the producer goroutine is already the decompressor's own.
+type zstdStream struct {
+	dec      *zstd.Decoder // not embedded: its WriteTo would bypass Read's translation
+	declared uint64        // the first frame's window, when its header says
+}
+
+func newZstdStream(r io.Reader, header []byte) (*zstdStream, error) {
+	z := &zstdStream{}
+	z.declared, _ = zstdFrameWindow(header)
+	if z.declared > MaxZstdWindow {
+		return nil, z.tooLarge() // no decoder at all
+	}
+	d, err := zstd.NewReader(r,
+		zstd.WithDecoderMaxWindow(MaxZstdWindow),
+		zstd.WithDecoderMaxMemory(MaxZstdWindow), // for a stream, also a bound on the window
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderLowmem(true),
+	)
+	if err != nil {
+		return nil, z.translate(err)
+	}
+	z.dec = d
+	return z, nil
+}
+
+func (z *zstdStream) Read(p []byte) (int, error) {
+	n, err := z.dec.Read(p)
+	return n, z.translate(err)
+}
+
+// translate turns the decoder's window errors into ErrZstdWindowTooLarge.
+func (z *zstdStream) translate(err error) error {
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		z.declared = 0 // a later frame's: its size is not known here
+		return z.tooLarge()
+	}
+	return err
+}
+
+func (z *zstdStream) tooLarge() error {
+	asked := "more"
+	if z.declared > 0 {
+		asked = fmt.Sprintf("%d MiB (%d bytes)", z.declared>>20, z.declared)
+	}
+	return fmt.Errorf("%w: the layer's zstd frame asks for a window of %s, over podlab's limit of %d MiB "+
+		"(the zstd format's recommended maximum; levels 1-19 stay within it, --ultra and --long may not): "+
+		"refused before allocating it; recompress the layer without --ultra or --long",
+		ErrZstdWindowTooLarge, asked, MaxZstdWindow>>20)
+}
+
+func (z *zstdStream) Close() error {
+	z.dec.Close()
+	return nil
+}
+
+func (*zstdStream) GetCompression() compression.Compression { return compression.Zstd }
+
+// zstdFrameWindow reads the window size a zstd frame header declares
+// (RFC 8878, 3.1.1.1): from the Window_Descriptor, or for a single-segment
+// frame the Frame_Content_Size. ok is false when h is not a whole frame
+// header (a skippable frame first, or too short).
+func zstdFrameWindow(h []byte) (size uint64, ok bool) {
+	if len(h) < 6 || h[0] != 0x28 || h[1] != 0xb5 || h[2] != 0x2f || h[3] != 0xfd {
+		return 0, false
+	}
+	fhd := h[4]
+	if fhd&0x20 == 0 { // not single segment: a Window_Descriptor follows
+		wd := h[5]
+		base := uint64(1) << (10 + uint(wd>>3))
+		return base + base/8*uint64(wd&7), true
+	}
+	didSize := [4]int{0, 1, 2, 4}[fhd&3]
+	fcsSize := [4]int{1, 2, 4, 8}[fhd>>6]
+	off := 5 + didSize
+	if len(h) < off+fcsSize {
+		return 0, false
+	}
+	var fcs uint64
+	for i := fcsSize - 1; i >= 0; i-- {
+		fcs = fcs<<8 | uint64(h[off+i])
+	}
+	if fcsSize == 2 {
+		fcs += 256
+	}
+	return fcs, true
+}
