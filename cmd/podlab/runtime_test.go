@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 
 	"github.com/podlab/podlab/internal/testenv"
 	podregistry "github.com/podlab/podlab/steps/registry"
+	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -219,5 +223,150 @@ func writeJSON(t *testing.T, path string, v any) {
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The runtime is killed (SIGKILL) at random moments of RunPodSandbox and
+// CreateContainer; each restart cleans what the killed create made, so
+// nothing is left that no record names: no bundle, runc container, shim
+// directory, cgroup or namespace mount, and no record still "creating".
+func TestRuntime_KilledMidCreate(t *testing.T) {
+	testenv.RequireRoot(t)
+	crictlBin := testenv.LookPath(t, "crictl")
+	host := demoRegistry(t)
+	state := testenv.StateDir(t)
+	l, err := statedir.New(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := l.Node("node-1")
+	start := func() (*exec.Cmd, *lockedBuffer) {
+		cmd := exec.Command(os.Args[0], "--state-dir", state, "runtime", "--node", "node-1", "-v", "--insecure")
+		cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PODLAB_RUNTIME="+testenv.Runc(t))
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C stops"); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("podlab runtime did not start:\n%s", out.String())
+			}
+		}
+		return cmd, out
+	}
+	cmd, out := start()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+	}()
+	c := crictlRunner{t: t, bin: crictlBin, sock: n.CRISocket(), home: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(c.home, "crictl.yaml"), []byte("timeout: 60\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref := host + "/podlab/hello:1.0"
+	c.must("pull", ref)
+	dir := t.TempDir()
+	pod := filepath.Join(dir, "pod.json")
+	writeJSON(t, pod, map[string]any{"metadata": map[string]any{"name": "web", "namespace": "default", "uid": "uid-web"}})
+	podID := strings.TrimSpace(c.must("runp", pod))
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 15))
+	cleaned := 0
+	for i := range 6 {
+		var args []string
+		if i%3 == 2 { // a sandbox
+			p := filepath.Join(dir, fmt.Sprintf("pod-%d.json", i))
+			writeJSON(t, p, map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("p%d", i), "namespace": "default", "uid": fmt.Sprintf("uid-%d", i)}})
+			args = []string{"runp", p}
+		} else {
+			ctr := filepath.Join(dir, fmt.Sprintf("ctr-%d.json", i))
+			writeJSON(t, ctr, map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("c%d", i)}, "image": map[string]any{"image": ref}})
+			args = []string{"create", podID, ctr, pod}
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); c.run(args...) }()
+		time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		<-done
+		cmd, out = start()
+		if !strings.Contains(out.String(), "removed the stale socket "+n.CRISocket()) {
+			t.Errorf("the restart did not say it removed the killed runtime's socket:\n%s", out.String())
+		}
+		cleaned += strings.Count(out.String(), "cleaned the half-made")
+		checkNoOrphans(t, n)
+	}
+	t.Logf("%d restarts found a half-made create to clean", cleaned)
+	for _, id := range strings.Fields(c.must("pods", "-q")) {
+		c.must("stopp", id)
+		c.must("rmp", id)
+	}
+	checkNoOrphans(t, n)
+	for _, d := range []string{n.RuncRoot(), n.BundlesDir(), n.CRIContainersDir(), n.CRISandboxesDir()} {
+		if entries, _ := os.ReadDir(d); len(entries) > 0 {
+			t.Errorf("%s is not empty after every pod was removed: %v", d, entries)
+		}
+	}
+}
+
+// checkNoOrphans fails t for what no record of node's runtime names.
+func checkNoOrphans(t *testing.T, n statedir.Node) {
+	t.Helper()
+	records := func(dir string) map[string]string {
+		out := map[string]string{}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			id, ok := strings.CutSuffix(e.Name(), ".json")
+			if !ok || strings.HasPrefix(id, ".") {
+				continue
+			}
+			var r struct{ State string }
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil || json.Unmarshal(b, &r) != nil {
+				t.Errorf("record %s: unreadable: %v", e.Name(), err)
+			}
+			out[id] = r.State
+		}
+		return out
+	}
+	containers, sandboxes := records(n.CRIContainersDir()), records(n.CRISandboxesDir())
+	for id, st := range containers {
+		if st == "creating" {
+			t.Errorf("container %s is still recorded \"creating\" after the restart", id)
+		}
+	}
+	for id, st := range sandboxes {
+		if st == "creating" {
+			t.Errorf("sandbox %s is still recorded \"creating\" after the restart", id)
+		}
+	}
+	named := func(what, dir string, in map[string]string) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if what == "the cgroup" && !e.IsDir() {
+				continue // a cgroup's files
+			}
+			if _, ok := in[e.Name()]; !ok && !strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("%s %s has no record", what, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	named("runc's container", n.RuncRoot(), containers)
+	named("the shim's directory", n.ContainersDir(), containers)
+	named("the pod directory", n.PodsDir(), sandboxes)
+	for _, k := range []string{"net", "ipc", "uts"} {
+		named("the namespace mount", n.NamespaceDir(k), sandboxes)
+	}
+	sbDirs, _ := os.ReadDir(n.BundlesDir())
+	for _, sb := range sbDirs {
+		named("the bundle", filepath.Join(n.BundlesDir(), sb.Name()), containers)
+	}
+	mounts, err := runc.HostCgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		named("the cgroup", m.Dir(n.KubepodsCgroup()), containers)
 	}
 }

@@ -123,6 +123,7 @@ func (s *Server) create(ctx context.Context, sb *sandboxRecord, c *containerReco
 // the bundle, the log link.
 func (s *Server) cleanContainer(ctx context.Context, c *containerRecord) error {
 	var errs []error
+	s.waitShim(ctx, c.ID)
 	if _, err := s.rt.Delete(ctx, c.ID, true); err != nil && !errors.Is(err, runc.ErrContainerNotFound) {
 		errs = append(errs, err)
 	}
@@ -136,12 +137,44 @@ func (s *Server) cleanContainer(ctx context.Context, c *containerRecord) error {
 	if err := os.RemoveAll(c.Bundle); err != nil {
 		errs = append(errs, err)
 	}
+	// steps/unpack unpacks into <bundle>.unpack-tmp-* and renames it into
+	// place: a create killed mid-unpack leaves that directory.
+	tmps, _ := filepath.Glob(c.Bundle + ".unpack-tmp-*")
+	for _, tmp := range tmps {
+		if err := os.RemoveAll(tmp); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.LogPath != "" {
 		if fi, err := os.Lstat(c.LogPath); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			_ = os.Remove(c.LogPath)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// waitShim waits, up to 10s, while a shim a killed runtime started is
+// still running `runc create` for the container: the shim outlives the
+// runtime (as containerd's do), and what it makes must be there to remove.
+func (s *Server) waitShim(ctx context.Context, id string) {
+	b, err := os.ReadFile(filepath.Join(s.rt.ContainerDir(id), "shim.pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		if unix.Kill(pid, 0) != nil {
+			return // the shim is gone
+		}
+		if _, err := os.Stat(s.rt.StateFile(id)); err == nil {
+			if _, err := os.Stat(filepath.Join(s.rt.ContainerDir(id), "container.pid")); err == nil {
+				return // runc create is done: runc knows it, the pid is written
+			}
+		}
+	}
 }
 
 // isMountPoint: path's device differs from its parent's.

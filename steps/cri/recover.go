@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // cleanHalfMade removes what creates killed half-way left: every record
@@ -15,6 +16,16 @@ import (
 func (s *Server) cleanHalfMade(ctx context.Context) ([]Cleaned, error) {
 	var out []Cleaned
 	var errs []error
+	// A record being written when the server was killed: its temporary
+	// file (the record itself is the old one, or none).
+	for _, dir := range []string{s.rec.sandboxes, s.rec.containers} {
+		tmps, _ := filepath.Glob(filepath.Join(dir, ".*.json-*"))
+		for _, tmp := range tmps {
+			if err := os.Remove(tmp); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	cids, err := s.rec.containerIDs()
 	if err != nil {
 		return nil, err
