@@ -355,6 +355,10 @@ func buildPodlab(t *testing.T, dir, runcBin string) string {
 	if err := os.Symlink(testenv.Kubectl(t), filepath.Join(dir, "kubectl")); err != nil {
 		t.Fatal(err)
 	}
+	// crictl 1.37 as make deps builds it, for lesson 17
+	if err := os.Symlink(testenv.LookPath(t, "crictl"), filepath.Join(dir, "crictl")); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 

@@ -74,7 +74,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		return nil, status.Errorf(codes.Internal, "recording container %s: %v", id, err)
 	}
 	if err := s.create(ctx, sb, c, img); err != nil {
-		_ = s.cleanContainer(context.WithoutCancel(ctx), c)
+		_ = s.cleanContainer(context.WithoutCancel(ctx), c, true)
 		_ = s.rec.removeContainer(id)
 		return nil, status.Errorf(codes.Unknown, "failed to create container %q in sandbox %s: %v", cfg.Metadata.Name, sb.ID, err)
 	}
@@ -120,8 +120,10 @@ func (s *Server) create(ctx context.Context, sb *sandboxRecord, c *containerReco
 
 // cleanContainer removes what a container's create made: runc's container
 // (and its cgroups), the rootfs (unmounted first, should it be a mount),
-// the bundle, the log link.
-func (s *Server) cleanContainer(ctx context.Context, c *containerRecord) error {
+// the bundle; with halfMade, the log link too. The log of a container the
+// kubelet knew is the kubelet's to remove (as with containerd: crictl rm
+// and the kubelet's garbage collector remove it after RemoveContainer).
+func (s *Server) cleanContainer(ctx context.Context, c *containerRecord, halfMade bool) error {
 	var errs []error
 	s.waitShim(ctx, c.ID)
 	if _, err := s.rt.Delete(ctx, c.ID, true); err != nil && !errors.Is(err, runc.ErrContainerNotFound) {
@@ -145,7 +147,7 @@ func (s *Server) cleanContainer(ctx context.Context, c *containerRecord) error {
 			errs = append(errs, err)
 		}
 	}
-	if c.LogPath != "" {
+	if halfMade && c.LogPath != "" {
 		if fi, err := os.Lstat(c.LogPath); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			_ = os.Remove(c.LogPath)
 		}
@@ -279,7 +281,7 @@ func (s *Server) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCont
 }
 
 func (s *Server) removeContainer(ctx context.Context, c *containerRecord) error {
-	if err := s.cleanContainer(ctx, c); err != nil {
+	if err := s.cleanContainer(ctx, c, c.State == stateCreating); err != nil {
 		return err
 	}
 	return s.rec.removeContainer(c.ID)

@@ -140,7 +140,11 @@ func TestServer_PodLifecycle(t *testing.T) {
 	if _, err := n.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{bundle, filepath.Join(logDir, "hello/0.log"), n.node.NamespaceFile("net", sb.PodSandboxId),
+	// The log stays: it is the kubelet's to remove, as with containerd.
+	if _, err := os.Lstat(filepath.Join(logDir, "hello/0.log")); err != nil {
+		t.Errorf("the log link went with RemoveContainer: %v", err)
+	}
+	for _, p := range []string{bundle, n.node.NamespaceFile("net", sb.PodSandboxId),
 		n.node.PodDir(sb.PodSandboxId), n.srv.rec.sandboxPath(sb.PodSandboxId), n.srv.rec.containerPath(cr.ContainerId)} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s is left after RemovePodSandbox", p)
