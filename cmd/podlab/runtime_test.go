@@ -7,6 +7,8 @@ import (
 	"io"
 	"log"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -95,6 +97,9 @@ func TestRuntime_Crictl(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := host + "/podlab/hello:1.0"
+	// A failing test leaves no pod running (cleanups run last first: this
+	// one before the runtime stops).
+	t.Cleanup(func() { c.run("rmp", "--all", "--force") })
 
 	if got := c.must("pull", ref); !strings.Contains(got, "Image is up to date for sha256:") {
 		t.Fatalf("crictl pull: %s", got)
@@ -156,6 +161,42 @@ func TestRuntime_Crictl(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.must("inspectp", podID)), &inspectp); err != nil || inspectp.Status.State != "SANDBOX_READY" {
 		t.Fatalf("crictl inspectp: %+v %v", inspectp, err)
 	}
+	// UpdateContainerResources: the hello greeting reads its memory limit.
+	c.must("update", "--memory", "67108864", cid)
+	if got := c.must("exec", cid, "/hello", "--once"); !strings.Contains(got, "67108864") && !strings.Contains(got, "64 MiB") {
+		t.Fatalf("crictl exec after crictl update --memory 64Mi:\n%s", got)
+	}
+	// Stats, of the container and of the pod.
+	if got := c.must("stats", "-a"); !strings.Contains(got, cid[:13]) {
+		t.Fatalf("crictl stats:\n%s", got)
+	}
+	if got := c.must("statsp"); !strings.Contains(got, "web") {
+		t.Fatalf("crictl statsp:\n%s", got)
+	}
+	// PortForward through the streaming server into the pod's network
+	// namespace, where hello serves :8080.
+	port := freeLocalPort(t)
+	pf := exec.Command(c.bin, "--config", filepath.Join(c.home, "crictl.yaml"), "port-forward", podID, fmt.Sprintf("%d:8080", port))
+	pfOut := &lockedBuffer{}
+	pf.Stdout, pf.Stderr = pfOut, pfOut
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	body := ""
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port)); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+	}
+	pf.Process.Kill()
+	pf.Wait()
+	if !strings.Contains(body, "Hello from crictl") {
+		t.Fatalf("crictl port-forward %d:8080: got %q\n%s", port, body, pfOut.String())
+	}
+
 	c.must("stop", cid)
 	if got := c.must("ps", "-a"); !strings.Contains(got, "Exited") {
 		t.Fatalf("crictl ps -a after stop:\n%s", got)
@@ -165,6 +206,10 @@ func TestRuntime_Crictl(t *testing.T) {
 	c.must("rmp", podID)
 	if got := c.must("pods", "-q"); strings.TrimSpace(got) != "" {
 		t.Fatalf("crictl pods after rmp: %q", got)
+	}
+	c.must("rmi", ref)
+	if got := c.must("images", "-q"); strings.TrimSpace(got) != "" {
+		t.Fatalf("crictl images after rmi: %q", got)
 	}
 	// The -v narration showed each call with its request and response.
 	for _, want := range []string{"RunPodSandbox request: {config:{metadata:{name:\"web\"", "CreateContainer response", "RemovePodSandbox response"} {
@@ -213,6 +258,16 @@ func TestRuntime_BadSockets(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another runtime is serving the CRI socket "+first) || !strings.Contains(err.Error(), "podlab ") {
 		t.Fatalf("a second podlab runtime: %v", err)
 	}
+}
+
+func freeLocalPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func writeJSON(t *testing.T, path string, v any) {

@@ -49,7 +49,7 @@
 //
 // RPCs the kubelet v1.37 may call that answer Unimplemented:
 // StreamPodSandboxes, StreamContainers, StreamContainerStats,
-// ListPodSandboxStats, StreamPodSandboxStats, CheckpointContainer,
+// StreamPodSandboxStats, CheckpointContainer,
 // GetContainerEvents, ListMetricDescriptors, ListPodSandboxMetrics,
 // RuntimeConfig, UpdatePodSandboxResources, StreamImages. The kubelet
 // falls back (to polling ListPodSandbox and ListContainers, as with

@@ -119,6 +119,25 @@ func (s *Server) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandbox
 	}}, nil
 }
 
+// ListPodSandboxStats is PodSandboxStats of every sandbox the filter lets through.
+func (s *Server) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
+	f := req.GetFilter()
+	list, err := s.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		Id: f.GetId(), LabelSelector: f.GetLabelSelector()}})
+	if err != nil {
+		return nil, err
+	}
+	resp := &runtimeapi.ListPodSandboxStatsResponse{}
+	for _, sb := range list.Items {
+		st, err := s.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: sb.Id})
+		if err != nil {
+			continue // removed meanwhile
+		}
+		resp.Stats = append(resp.Stats, st.Stats)
+	}
+	return resp, nil
+}
+
 // dirUsage is the bytes and inodes under dir (not following symlinks).
 func dirUsage(dir string) (bytes, inodes uint64) {
 	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
