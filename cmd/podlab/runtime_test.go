@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/testenv"
 	podregistry "github.com/podlab/podlab/steps/registry"
@@ -141,6 +143,27 @@ func TestRuntime_Crictl(t *testing.T) {
 	if got := c.must("exec", cid[:13], "/hello", "--once"); !strings.Contains(got, "web") || !strings.Contains(got, "Hello from crictl") {
 		t.Fatalf("crictl exec /hello --once:\n%s", got)
 	}
+	// On a terminal the runtime holds (a pseudo-terminal): lines end in \r\n.
+	if got := c.onTerminal("exec", "-it", cid[:13], "/hello", "--once"); !strings.Contains(got, "Hello from crictl!\r\n") {
+		t.Fatalf("crictl exec -it /hello --once: %q", got)
+	}
+	// attach follows the container's output.
+	att := exec.Command(c.bin, "--config", filepath.Join(c.home, "crictl.yaml"), "attach", cid)
+	attOut := &lockedBuffer{}
+	att.Stdout, att.Stderr = attOut, attOut
+	if err := att.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(attOut.String(), "Hello from crictl"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	att.Process.Kill()
+	att.Wait()
+	if !strings.Contains(attOut.String(), "Hello from crictl") {
+		t.Fatalf("crictl attach: %q", attOut.String())
+	}
 	if got := c.must("exec", "-s", cid[:13], "/hello", "--once"); !strings.Contains(got, "Hello from crictl") {
 		t.Fatalf("crictl exec -s /hello --once:\n%s", got)
 	}
@@ -258,6 +281,41 @@ func TestRuntime_BadSockets(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another runtime is serving the CRI socket "+first) || !strings.Contains(err.Error(), "podlab ") {
 		t.Fatalf("a second podlab runtime: %v", err)
 	}
+}
+
+// onTerminal runs crictl on a pseudo-terminal of the test's, as a
+// learner's shell runs it, and returns what it wrote there.
+func (c crictlRunner) onTerminal(args ...string) string {
+	c.t.Helper()
+	leader, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer leader.Close()
+	if err := unix.IoctlSetPointerInt(int(leader.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		c.t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(leader.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	follower, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(c.bin, append([]string{"--config", filepath.Join(c.home, "crictl.yaml")}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = follower, follower, follower
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	follower.Close()
+	var out bytes.Buffer
+	_, _ = io.Copy(&out, leader) // until EIO: nobody holds the terminal
+	if err := cmd.Wait(); err != nil {
+		c.t.Fatalf("crictl %s on a terminal: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
 }
 
 func freeLocalPort(t *testing.T) int {
