@@ -39,10 +39,15 @@
 //	status.go     status.go, version.go, update_runtime_config.go
 //	              (the pod CIDR renders the CNI conflist, as conf_template)
 //	stats.go      container_stats_list_linux.go (cgroup counters)
+//	namespaces.go the sandbox's namespaces, pinned by bind mounts as
+//	              CRI-O's pinns pins them (containerd's sandbox keeps them
+//	              with a pause process: podlab's has none)
 //	records.go    what containerd keeps in its metadata store: one JSON
-//	              file per sandbox and container under <node>/cri, written
-//	              atomically, so a restarted server lists them, and a
-//	              create killed half-way is cleaned when it starts again
+//	recover.go    file per sandbox and container under <node>/cri, written
+//	              atomically, so a restarted server lists them; a record
+//	              is written "creating" before anything is made, so a
+//	              create killed half-way is cleaned when the server starts
+//	              again (runc's container, cgroups, bundle, namespaces)
 //
 // Runtime handlers: "" and "runc" only (another handler gets containerd's
 // `no runtime for "NAME" is configured`).
