@@ -189,3 +189,28 @@ func TestServer_BadRequests(t *testing.T) {
 		t.Fatalf("container records after the bad calls: %v", ids)
 	}
 }
+
+// A sandbox whose CNI ADD fails is undone: its namespaces unpinned, its
+// pod directory and record removed; the error says what failed.
+func TestServer_RunPodSandbox_NetworkFails(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	noPlugins := t.TempDir()
+	n := startNode(t, testenv.StateDir(t), func(c *Config) { c.CNIBinDirs = []string{noPlugins} })
+	if _, err := n.rt.UpdateRuntimeConfig(ctx, &runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: &runtimeapi.RuntimeConfig{
+		NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: "10.244.9.0/24"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("nonet")})
+	if err == nil || !strings.Contains(err.Error(), "failed to setup network for sandbox") {
+		t.Fatalf("RunPodSandbox without the CNI plugins: %v, want the network setup's failure", err)
+	}
+	for _, dir := range []string{n.node.NamespaceDir("net"), n.node.NamespaceDir("ipc"), n.node.NamespaceDir("uts"), n.node.PodsDir(), n.node.CRISandboxesDir()} {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("%s holds %v after the failed RunPodSandbox", dir, entries)
+		}
+	}
+	if b, _ := os.ReadFile("/proc/self/mounts"); strings.Contains(string(b), n.dir) {
+		t.Errorf("a mount under %s is left", n.dir)
+	}
+}

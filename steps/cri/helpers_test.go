@@ -80,10 +80,14 @@ func testConfig(t testing.TB, dir string) Config {
 	return Config{Node: l.Node("node-1"), Runtime: testenv.Runc(t), Shim: []string{exe}, Insecure: true}
 }
 
-// startNode serves node-1's runtime of the state directory dir.
-func startNode(t testing.TB, dir string) *node {
+// startNode serves node-1's runtime of the state directory dir; opts
+// change its config.
+func startNode(t testing.TB, dir string, opts ...func(*Config)) *node {
 	t.Helper()
 	cfg := testConfig(t, dir)
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if testing.Verbose() {
 		cfg.Log = testWriter{t}
 	}

@@ -103,7 +103,10 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	}
 	fail := func(err error) (*runtimeapi.RunPodSandboxResponse, error) {
 		_, cerr := s.teardownSandbox(context.WithoutCancel(ctx), sb)
-		_ = s.rec.removeSandbox(id)
+		cerr = errors.Join(cerr, os.RemoveAll(s.node.PodDir(id)))
+		if cerr == nil {
+			_ = s.rec.removeSandbox(id) // else the record stays "creating": a restart cleans it
+		}
 		return nil, status.Errorf(codes.Unknown, "failed to create sandbox for pod %q: %v", m.Name, errors.Join(err, cerr))
 	}
 	if err := pinNamespaces(kinds, sb.Namespaces, hostname(cfg)); err != nil {
