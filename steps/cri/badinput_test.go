@@ -214,3 +214,32 @@ func TestServer_RunPodSandbox_NetworkFails(t *testing.T) {
 		t.Errorf("a mount under %s is left", n.dir)
 	}
 }
+
+// A container whose runc create fails (its command is not in the image)
+// is undone: no bundle, runc container, shim directory or record.
+func TestServer_CreateContainer_RuncFails(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	host := labRegistry(t)
+	n := startNode(t, testenv.StateDir(t))
+	defer n.cleanupSandboxes(t)
+	ref := host + "/podlab/hello:1.0"
+	if _, err := n.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("nocmd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := helloConfig(ref)
+	cfg.Command = []string{"/no-such-program"}
+	_, err = n.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: cfg})
+	if err == nil || !strings.Contains(err.Error(), "no-such-program") {
+		t.Fatalf("CreateContainer of a command the image lacks: %v, want runc's error naming it", err)
+	}
+	for _, dir := range []string{n.node.PodBundles(sb.PodSandboxId), n.node.RuncRoot(), n.node.ContainersDir(), n.node.CRIContainersDir()} {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("%s holds %v after the failed CreateContainer", dir, entries)
+		}
+	}
+}

@@ -74,8 +74,9 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		return nil, status.Errorf(codes.Internal, "recording container %s: %v", id, err)
 	}
 	if err := s.create(ctx, sb, c, img); err != nil {
-		_ = s.cleanContainer(context.WithoutCancel(ctx), c, true)
-		_ = s.rec.removeContainer(id)
+		if s.cleanContainer(context.WithoutCancel(ctx), c, true) == nil {
+			_ = s.rec.removeContainer(id) // else the record stays "creating": a restart cleans it
+		}
 		return nil, status.Errorf(codes.Unknown, "failed to create container %q in sandbox %s: %v", cfg.Metadata.Name, sb.ID, err)
 	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
