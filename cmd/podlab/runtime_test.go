@@ -109,6 +109,13 @@ func TestRuntime_Crictl(t *testing.T) {
 	if got := c.must("images"); !strings.Contains(got, host+"/podlab/hello") || !strings.Contains(got, "1.0") {
 		t.Fatalf("crictl images:\n%s", got)
 	}
+	if got := c.must("imagefsinfo"); !strings.Contains(got, l.Node("node-1").ContentDir()) {
+		t.Fatalf("crictl imagefsinfo:\n%s", got)
+	}
+	// No pod CIDR yet: the network is not ready, and Status says why.
+	if got := c.must("info"); !strings.Contains(got, "NetworkPluginNotReady") || !strings.Contains(got, l.Node("node-1").CNIConfDir()) {
+		t.Fatalf("crictl info:\n%s", got)
+	}
 	dir := t.TempDir()
 	pod := filepath.Join(dir, "pod-config.json")
 	ctr := filepath.Join(dir, "container-config.json")

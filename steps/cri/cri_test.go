@@ -57,6 +57,8 @@ func TestServer_PodLifecycle(t *testing.T) {
 	logDir := t.TempDir()
 	pc := podConfig("web")
 	pc.LogDirectory = logDir
+	podCgroup := n.node.KubepodsCgroup() + "/besteffort/poduid-web"
+	pc.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: podCgroup}
 	sb, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +92,10 @@ func TestServer_PodLifecycle(t *testing.T) {
 	if cs := containerStatus(t, n, cr.ContainerId); cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING ||
 		cs.LogPath != filepath.Join(logDir, "hello/0.log") || cs.ImageId != pulled.ImageRef {
 		t.Fatalf("after StartContainer: %v, want CONTAINER_RUNNING, its log at %s, image %s", cs, filepath.Join(logDir, "hello/0.log"), pulled.ImageRef)
+	}
+	// The container's cgroup is under the sandbox's cgroup_parent.
+	if st, err := n.srv.rt.State(ctx, cr.ContainerId); err != nil || st.Cgroup == nil || st.Cgroup.Path != podCgroup+"/"+cr.ContainerId {
+		t.Fatalf("the container's cgroup: %+v %v, want %s/%s", st.Cgroup, err, podCgroup, cr.ContainerId)
 	}
 	// The CRI log, where the configs say: "<time> stdout F <line>".
 	waitFor(t, 10*time.Second, "the greeting in the CRI log", func() bool {
