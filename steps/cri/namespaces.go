@@ -17,7 +17,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var cloneFlags = map[string]int{"net": unix.CLONE_NEWNET, "ipc": unix.CLONE_NEWIPC, "uts": unix.CLONE_NEWUTS}
+// cloneFlag is unshare's flag for a kind of namespace.
+func cloneFlag(kind string) int {
+	switch kind {
+	case "net":
+		return unix.CLONE_NEWNET
+	case "ipc":
+		return unix.CLONE_NEWIPC
+	case "uts":
+		return unix.CLONE_NEWUTS
+	}
+	return 0
+}
 
 // pinNamespaces makes namespaces of kinds (net, ipc, uts), pinned at
 // paths[kind], with lo up in the network namespace and hostname in the UTS
@@ -28,7 +39,7 @@ func pinNamespaces(kinds []string, paths map[string]string, hostname string) err
 	}
 	flags := 0
 	for _, k := range kinds {
-		flags |= cloneFlags[k]
+		flags |= cloneFlag(k)
 		p := paths[k]
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err

@@ -72,7 +72,10 @@ type containerRecord struct {
 	config *runtimeapi.ContainerConfig
 }
 
-var marshalConfig = protojson.MarshalOptions{Indent: "  "}
+// marshalConfig writes a CRI config into a record, readable.
+func marshalConfig(m proto.Message) ([]byte, error) {
+	return protojson.MarshalOptions{Indent: "  "}.Marshal(m)
+}
 
 // records keeps the records in two directories.
 type records struct {
@@ -84,7 +87,7 @@ func (r records) containerPath(id string) string { return filepath.Join(r.contai
 
 func (r records) putSandbox(s *sandboxRecord) error {
 	if s.config != nil {
-		b, err := marshalConfig.Marshal(s.config)
+		b, err := marshalConfig(s.config)
 		if err != nil {
 			return err
 		}
@@ -95,7 +98,7 @@ func (r records) putSandbox(s *sandboxRecord) error {
 
 func (r records) putContainer(c *containerRecord) error {
 	if c.config != nil {
-		b, err := marshalConfig.Marshal(c.config)
+		b, err := marshalConfig(c.config)
 		if err != nil {
 			return err
 		}
