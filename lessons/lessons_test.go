@@ -355,7 +355,7 @@ func buildPodlab(t *testing.T, dir, runcBin string) string {
 	if err := os.Symlink(testenv.Kubectl(t), filepath.Join(dir, "kubectl")); err != nil {
 		t.Fatal(err)
 	}
-	// crictl, the CRI's client (lesson 18), as make deps builds it into bin/
+	// crictl 1.37, the CRI's client (lessons 17 and 18), as make deps builds it into bin/
 	if err := os.Symlink(testenv.LookPath(t, "crictl"), filepath.Join(dir, "crictl")); err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,8 @@ Kubernetes terms and where its artifacts are, so you can open them:
   controller-manager  Deployments to ReplicaSets to Pods, and garbage collection
   kubelet          a node's agent: runs the pods bound to it through the runtime
                    steps below, and reports their status (steps 6-8, 14-16)
+  runtime          a node's container runtime as a CRI server, on its socket
+                   (crictl works against it; containerd's role)
   logs             a container's log, from its node
   trace            a pod's timeline: each stage, who did it, the revision, when
   exec             run a command in a pod's container (runc exec)
@@ -95,6 +97,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			schedulerCommand,
 			controllerManagerCommand,
 			kubeletCommand,
+			newRuntimeCommand(),
 			newNetworkAgentCommand(),
 			logsCommand,
 			traceCommand,

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/podlab/podlab/steps/cri"
+	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
+)
+
+// newRuntimeCommand is `podlab runtime --node NAME`: the node's container
+// runtime as a CRI server, in the foreground.
+func newRuntimeCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "runtime",
+		Usage:     "serve a node's container runtime on its CRI socket, as containerd does (crictl works against it)",
+		ArgsUsage: "--node NAME [-v]",
+		Description: `A kubelet never pulls an image or calls runc itself: it asks the node's
+container runtime over the CRI (Container Runtime Interface), gRPC on a
+unix socket: containerd's /run/containerd/containerd.sock, CRI-O's
+/var/run/crio/crio.sock. This command serves podlab's runtime the same way,
+on <state-dir>/nodes/NAME/cri.sock, until Ctrl-C:
+
+  podlab runtime --node node-1 -v
+  crictl --runtime-endpoint unix://<state-dir>/nodes/node-1/cri.sock pods
+
+Each CRI call runs the stages you can run by hand:
+
+  RunPodSandbox    the pod's net, ipc and uts namespaces, pinned under
+                   nodes/NAME/{net,ipc,uts}ns/<id>, and CNI ADD
+  PullImage        podlab pull, into nodes/NAME/content
+  CreateContainer  podlab unpack (nodes/NAME/bundles/<sandbox>/<id>),
+                   podlab spec (config.json from the ContainerConfig), and
+                   a shim that runs runc create
+  StartContainer   runc start
+  StopContainer    runc kill (SIGTERM, then SIGKILL)
+  RemoveContainer  runc delete, the bundle, the log
+
+It records each sandbox and container in nodes/NAME/cri/ (one JSON file
+each), so a restarted runtime knows them again, and cleans what a runtime
+killed mid-create left half-made. -v prints every call with its request
+and response in protobuf text, as crictl --debug shows them.
+
+A socket path that is not a socket is refused and left alone; a socket
+another runtime answers on is refused, naming it; a stale socket nobody
+answers on is removed.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "node", Value: "node-1", Usage: "the node whose runtime this is"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print each CRI call with its request and response"},
+			&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary (default: runc next to podlab, in bin/, or on PATH)"},
+			&cli.StringFlag{Name: "registry-mirror", Usage: "pull every image through this registry (default $" + pull.MirrorEnv + ")"},
+			&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP registries"},
+			&cli.StringFlag{Name: "stream-address", Value: "127.0.0.1:0", Usage: "where the streaming server (exec, attach, port-forward) listens"},
+		},
+		Action: runRuntime,
+	}
+}
+
+func runRuntime(c *cli.Context) error {
+	node := c.String("node")
+	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
+		return fmt.Errorf("node name %q: %s", node, errs[0])
+	}
+	dir, err := stateDir(c)
+	if err != nil {
+		return err
+	}
+	l, err := statedir.New(dir)
+	if err != nil {
+		return err
+	}
+	bin, err := runc.FindRuntime(c.String("runtime"))
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	n := l.Node(node)
+	cfg := cri.Config{Node: n, Runtime: bin, Shim: []string{exe, "runc", "shim"},
+		Mirror: flagOr(c, "registry-mirror", os.Getenv(pull.MirrorEnv)), Insecure: c.Bool("insecure"),
+		StreamAddress: c.String("stream-address")}
+	if c.Bool("verbose") {
+		cfg.Log, cfg.OnCommand = w, traceTo(w)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// The socket first: a second runtime must not clean the first one's creates.
+	ln, stale, err := cri.Listen(ctx, n.CRISocket())
+	if err != nil {
+		return err
+	}
+	if stale {
+		fmt.Fprintf(w, "removed the stale socket %s (nothing answered on it: a runtime that was killed)\n", n.CRISocket())
+	}
+	srv, cleaned, err := cri.New(ctx, cfg)
+	for _, cl := range cleaned {
+		fmt.Fprintf(w, "cleaned the half-made %s %s (a create the last runtime did not finish): removed %v\n", cl.Kind, cl.ID, cl.Removed)
+	}
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	fmt.Fprintf(w, "podlab runtime of node %s: CRI v1 on %s (runc %s); Ctrl-C stops\n", node, n.CRISocket(), bin)
+	fmt.Fprintf(w, "  crictl --runtime-endpoint unix://%s pods\n", n.CRISocket())
+	fmt.Fprintf(w, "records in %s, content store %s\n", n.CRIDir(), n.ContentDir())
+	err = <-done
+	if err != nil && !errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("the runtime stopped: %w", err)
+	}
+	fmt.Fprintln(w, "stopped")
+	return nil
+}

@@ -1,0 +1,492 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	"golang.org/x/sys/unix"
+
+	"github.com/podlab/podlab/internal/testenv"
+	podregistry "github.com/podlab/podlab/steps/registry"
+	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
+)
+
+// demoRegistry is an in-process registry holding the demo images of
+// /var/lib/podlab/demo-images (make images), as HOST/podlab/hello:1.0 and
+// HOST/library/nginx:latest.
+func demoRegistry(t *testing.T) string {
+	t.Helper()
+	dir := "/var/lib/podlab/demo-images"
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+		testenv.Missing(t, "no demo images in %s: run `make images`", dir)
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if _, err := podregistry.Load(context.Background(), host, dir); err != nil {
+		t.Fatal(err)
+	}
+	return host
+}
+
+// crictl drives node-1's podlab runtime with the real crictl.
+type crictlRunner struct {
+	t    *testing.T
+	bin  string
+	sock string
+	home string
+}
+
+func (c crictlRunner) run(args ...string) (string, error) {
+	c.t.Helper()
+	full := append([]string{"--config", filepath.Join(c.home, "crictl.yaml"), "--runtime-endpoint", "unix://" + c.sock,
+		"--image-endpoint", "unix://" + c.sock, "--timeout", "60s"}, args...)
+	cmd := exec.Command(c.bin, full...)
+	cmd.Env = append(os.Environ(), "HOME="+c.home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c crictlRunner) must(args ...string) string {
+	c.t.Helper()
+	out, err := c.run(args...)
+	if err != nil {
+		c.t.Fatalf("crictl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// TestRuntime_Crictl walks a pod by hand with crictl against `podlab
+// runtime`, as lesson 17 does: pull, images, runp, create, start, pods,
+// ps -a, logs, exec, inspect, inspectp, stop, rm, stopp, rmp.
+func TestRuntime_Crictl(t *testing.T) {
+	testenv.RequireRoot(t)
+	crictlBin := testenv.LookPath(t, "crictl")
+	host := demoRegistry(t)
+	state := testenv.StateDir(t)
+	_, out := startComponent(t, state, "runtime", "--node", "node-1", "-v", "--insecure")
+	l, err := statedir.New(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := l.Node("node-1").CRISocket()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "crictl --runtime-endpoint unix://"+sock+" pods") {
+		if time.Now().After(deadline) {
+			t.Fatalf("podlab runtime did not say it serves %s:\n%s", sock, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c := crictlRunner{t: t, bin: crictlBin, sock: sock, home: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(c.home, "crictl.yaml"), []byte("runtime-endpoint: unix://"+sock+"\nimage-endpoint: unix://"+sock+"\ntimeout: 60\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref := host + "/podlab/hello:1.0"
+	// A failing test leaves no pod running (cleanups run last first: this
+	// one before the runtime stops).
+	t.Cleanup(func() { c.run("rmp", "--all", "--force") })
+
+	if got := c.must("pull", ref); !strings.Contains(got, "Image is up to date for sha256:") {
+		t.Fatalf("crictl pull: %s", got)
+	}
+	if got := c.must("images"); !strings.Contains(got, host+"/podlab/hello") || !strings.Contains(got, "1.0") {
+		t.Fatalf("crictl images:\n%s", got)
+	}
+	if got := c.must("imagefsinfo"); !strings.Contains(got, l.Node("node-1").ContentDir()) {
+		t.Fatalf("crictl imagefsinfo:\n%s", got)
+	}
+	// No pod CIDR yet: the network is not ready, and Status says why.
+	if got := c.must("info"); !strings.Contains(got, "NetworkPluginNotReady") || !strings.Contains(got, l.Node("node-1").CNIConfDir()) {
+		t.Fatalf("crictl info:\n%s", got)
+	}
+	dir := t.TempDir()
+	pod := filepath.Join(dir, "pod-config.json")
+	ctr := filepath.Join(dir, "container-config.json")
+	writeJSON(t, pod, map[string]any{"metadata": map[string]any{"name": "web", "namespace": "default", "uid": "web-uid-1"},
+		"hostname": "web", "log_directory": filepath.Join(dir, "logs")})
+	writeJSON(t, ctr, map[string]any{"metadata": map[string]any{"name": "hello"}, "image": map[string]any{"image": ref},
+		"log_path": "hello/0.log", "envs": []map[string]any{{"key": "GREETING", "value": "Hello from crictl"}}})
+	podID := strings.TrimSpace(c.must("runp", pod))
+	if len(podID) != 64 {
+		t.Fatalf("crictl runp answered %q, want a 64-hex sandbox id", podID)
+	}
+	cid := strings.TrimSpace(c.must("create", podID, ctr, pod))
+	if len(cid) != 64 {
+		t.Fatalf("crictl create answered %q, want a 64-hex container id", cid)
+	}
+	c.must("start", cid)
+	if got := c.must("pods"); !strings.Contains(got, podID[:13]) || !strings.Contains(got, "Ready") || !strings.Contains(got, "web") {
+		t.Fatalf("crictl pods:\n%s", got)
+	}
+	if got := c.must("ps", "-a"); !strings.Contains(got, cid[:13]) || !strings.Contains(got, "Running") || !strings.Contains(got, "hello") {
+		t.Fatalf("crictl ps -a:\n%s", got)
+	}
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		got := c.must("logs", cid[:13])
+		if strings.Contains(got, "Hello from crictl") {
+			break
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("crictl logs has no greeting:\n%s", got)
+		}
+	}
+	if got := c.must("exec", cid[:13], "/hello", "--once"); !strings.Contains(got, "web") || !strings.Contains(got, "Hello from crictl") {
+		t.Fatalf("crictl exec /hello --once:\n%s", got)
+	}
+	// On a terminal the runtime holds (a pseudo-terminal): lines end in \r\n.
+	if got := c.onTerminal("exec", "-it", cid[:13], "/hello", "--once"); !strings.Contains(got, "Hello from crictl!\r\n") {
+		t.Fatalf("crictl exec -it /hello --once: %q", got)
+	}
+	// attach follows the container's output.
+	att := exec.Command(c.bin, "--config", filepath.Join(c.home, "crictl.yaml"), "attach", cid)
+	attOut := &lockedBuffer{}
+	att.Stdout, att.Stderr = attOut, attOut
+	if err := att.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(attOut.String(), "Hello from crictl"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	att.Process.Kill()
+	att.Wait()
+	if !strings.Contains(attOut.String(), "Hello from crictl") {
+		t.Fatalf("crictl attach: %q", attOut.String())
+	}
+	if got := c.must("exec", "-s", cid[:13], "/hello", "--once"); !strings.Contains(got, "Hello from crictl") {
+		t.Fatalf("crictl exec -s /hello --once:\n%s", got)
+	}
+	var inspect struct {
+		Status struct{ State, LogPath string }
+		Info   struct {
+			Bundle string
+			Pid    int
+		}
+	}
+	if err := json.Unmarshal([]byte(c.must("inspect", cid)), &inspect); err != nil {
+		t.Fatal(err)
+	}
+	if inspect.Status.State != "CONTAINER_RUNNING" || inspect.Info.Pid == 0 || !strings.HasPrefix(inspect.Info.Bundle, l.Node("node-1").BundlesDir()) {
+		t.Fatalf("crictl inspect: %+v", inspect)
+	}
+	var inspectp struct{ Status struct{ State string } }
+	if err := json.Unmarshal([]byte(c.must("inspectp", podID)), &inspectp); err != nil || inspectp.Status.State != "SANDBOX_READY" {
+		t.Fatalf("crictl inspectp: %+v %v", inspectp, err)
+	}
+	// UpdateContainerResources: the hello greeting reads its memory limit.
+	c.must("update", "--memory", "67108864", cid)
+	if got := c.must("exec", cid, "/hello", "--once"); !strings.Contains(got, "67108864") && !strings.Contains(got, "64 MiB") {
+		t.Fatalf("crictl exec after crictl update --memory 64Mi:\n%s", got)
+	}
+	// Stats, of the container and of the pod.
+	if got := c.must("stats", "-a"); !strings.Contains(got, cid[:13]) {
+		t.Fatalf("crictl stats:\n%s", got)
+	}
+	if got := c.must("statsp"); !strings.Contains(got, "web") {
+		t.Fatalf("crictl statsp:\n%s", got)
+	}
+	// PortForward through the streaming server into the pod's network
+	// namespace, where hello serves :8080.
+	port := freeLocalPort(t)
+	pf := exec.Command(c.bin, "--config", filepath.Join(c.home, "crictl.yaml"), "port-forward", podID, fmt.Sprintf("%d:8080", port))
+	pfOut := &lockedBuffer{}
+	pf.Stdout, pf.Stderr = pfOut, pfOut
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	body := ""
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port)); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+	}
+	pf.Process.Kill()
+	pf.Wait()
+	if !strings.Contains(body, "Hello from crictl") {
+		t.Fatalf("crictl port-forward %d:8080: got %q\n%s", port, body, pfOut.String())
+	}
+
+	c.must("stop", cid)
+	if got := c.must("ps", "-a"); !strings.Contains(got, "Exited") {
+		t.Fatalf("crictl ps -a after stop:\n%s", got)
+	}
+	c.must("rm", cid)
+	c.must("stopp", podID)
+	c.must("rmp", podID)
+	if got := c.must("pods", "-q"); strings.TrimSpace(got) != "" {
+		t.Fatalf("crictl pods after rmp: %q", got)
+	}
+	c.must("rmi", ref)
+	if got := c.must("images", "-q"); strings.TrimSpace(got) != "" {
+		t.Fatalf("crictl images after rmi: %q", got)
+	}
+	// The -v narration showed each call with its request and response.
+	for _, want := range []string{"RunPodSandbox request: {config:{metadata:{name:\"web\"", "CreateContainer response", "RemovePodSandbox response"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("podlab runtime -v did not print %q", want)
+		}
+	}
+	// Unknown IDs: NotFound, naming the ID.
+	if got, err := c.run("inspect", "0123456789abc"); err == nil || !strings.Contains(got, "0123456789abc") || !strings.Contains(got, "NotFound") {
+		t.Fatalf("crictl inspect of an unknown id: %v\n%s", err, got)
+	}
+}
+
+// A second runtime on the same node is refused, naming the first; a path
+// that is not a socket is refused and left as it was.
+func TestRuntime_BadSockets(t *testing.T) {
+	testenv.RequireRoot(t)
+	state := testenv.StateDir(t)
+	l, err := statedir.New(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := l.Node("node-2").CRISocket()
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sock, []byte("not a socket"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = podlab(t, state, "runtime", "--node", "node-2")
+	if err == nil || !strings.Contains(err.Error(), "is a regular file of 12 bytes") {
+		t.Fatalf("podlab runtime on a regular file: %v", err)
+	}
+	if b, _ := os.ReadFile(sock); string(b) != "not a socket" {
+		t.Fatalf("the file changed: %q", b)
+	}
+
+	_, out := startComponent(t, state, "runtime", "--node", "node-1")
+	first := l.Node("node-1").CRISocket()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C stops"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first runtime did not start:\n%s", out.String())
+		}
+	}
+	_, _, err = podlab(t, state, "runtime", "--node", "node-1")
+	if err == nil || !strings.Contains(err.Error(), "another runtime is serving the CRI socket "+first) || !strings.Contains(err.Error(), "podlab ") {
+		t.Fatalf("a second podlab runtime: %v", err)
+	}
+}
+
+// onTerminal runs crictl on a pseudo-terminal of the test's, as a
+// learner's shell runs it, and returns what it wrote there.
+func (c crictlRunner) onTerminal(args ...string) string {
+	c.t.Helper()
+	leader, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer leader.Close()
+	if err := unix.IoctlSetPointerInt(int(leader.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		c.t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(leader.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	follower, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(c.bin, append([]string{"--config", filepath.Join(c.home, "crictl.yaml")}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = follower, follower, follower
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	follower.Close()
+	var out bytes.Buffer
+	_, _ = io.Copy(&out, leader) // until EIO: nobody holds the terminal
+	if err := cmd.Wait(); err != nil {
+		c.t.Fatalf("crictl %s on a terminal: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+func freeLocalPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The runtime is killed (SIGKILL) at random moments of RunPodSandbox and
+// CreateContainer; each restart cleans what the killed create made, so
+// nothing is left that no record names: no bundle, runc container, shim
+// directory, cgroup or namespace mount, and no record still "creating".
+func TestRuntime_KilledMidCreate(t *testing.T) {
+	testenv.RequireRoot(t)
+	crictlBin := testenv.LookPath(t, "crictl")
+	host := demoRegistry(t)
+	state := testenv.StateDir(t)
+	l, err := statedir.New(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := l.Node("node-1")
+	start := func() (*exec.Cmd, *lockedBuffer) {
+		cmd := exec.Command(os.Args[0], "--state-dir", state, "runtime", "--node", "node-1", "-v", "--insecure")
+		cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PODLAB_RUNTIME="+testenv.Runc(t))
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C stops"); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("podlab runtime did not start:\n%s", out.String())
+			}
+		}
+		return cmd, out
+	}
+	cmd, out := start()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+	}()
+	c := crictlRunner{t: t, bin: crictlBin, sock: n.CRISocket(), home: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(c.home, "crictl.yaml"), []byte("timeout: 60\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref := host + "/podlab/hello:1.0"
+	c.must("pull", ref)
+	dir := t.TempDir()
+	pod := filepath.Join(dir, "pod.json")
+	writeJSON(t, pod, map[string]any{"metadata": map[string]any{"name": "web", "namespace": "default", "uid": "uid-web"}})
+	podID := strings.TrimSpace(c.must("runp", pod))
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 15))
+	cleaned := 0
+	for i := range 6 {
+		var args []string
+		if i%3 == 2 { // a sandbox
+			p := filepath.Join(dir, fmt.Sprintf("pod-%d.json", i))
+			writeJSON(t, p, map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("p%d", i), "namespace": "default", "uid": fmt.Sprintf("uid-%d", i)}})
+			args = []string{"runp", p}
+		} else {
+			ctr := filepath.Join(dir, fmt.Sprintf("ctr-%d.json", i))
+			writeJSON(t, ctr, map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("c%d", i)}, "image": map[string]any{"image": ref}})
+			args = []string{"create", podID, ctr, pod}
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); c.run(args...) }()
+		time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		<-done
+		cmd, out = start()
+		if !strings.Contains(out.String(), "removed the stale socket "+n.CRISocket()) {
+			t.Errorf("the restart did not say it removed the killed runtime's socket:\n%s", out.String())
+		}
+		cleaned += strings.Count(out.String(), "cleaned the half-made")
+		checkNoOrphans(t, n)
+	}
+	t.Logf("%d restarts found a half-made create to clean", cleaned)
+	for _, id := range strings.Fields(c.must("pods", "-q")) {
+		c.must("stopp", id)
+		c.must("rmp", id)
+	}
+	checkNoOrphans(t, n)
+	for _, d := range []string{n.RuncRoot(), n.BundlesDir(), n.CRIContainersDir(), n.CRISandboxesDir()} {
+		if entries, _ := os.ReadDir(d); len(entries) > 0 {
+			t.Errorf("%s is not empty after every pod was removed: %v", d, entries)
+		}
+	}
+}
+
+// checkNoOrphans fails t for what no record of node's runtime names.
+func checkNoOrphans(t *testing.T, n statedir.Node) {
+	t.Helper()
+	records := func(dir string) map[string]string {
+		out := map[string]string{}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			id, ok := strings.CutSuffix(e.Name(), ".json")
+			if !ok || strings.HasPrefix(id, ".") {
+				continue
+			}
+			var r struct{ State string }
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil || json.Unmarshal(b, &r) != nil {
+				t.Errorf("record %s: unreadable: %v", e.Name(), err)
+			}
+			out[id] = r.State
+		}
+		return out
+	}
+	containers, sandboxes := records(n.CRIContainersDir()), records(n.CRISandboxesDir())
+	for id, st := range containers {
+		if st == "creating" {
+			t.Errorf("container %s is still recorded \"creating\" after the restart", id)
+		}
+	}
+	for id, st := range sandboxes {
+		if st == "creating" {
+			t.Errorf("sandbox %s is still recorded \"creating\" after the restart", id)
+		}
+	}
+	named := func(what, dir string, in map[string]string) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if what == "the cgroup" && !e.IsDir() {
+				continue // a cgroup's files
+			}
+			if _, ok := in[e.Name()]; !ok && !strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("%s %s has no record", what, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	named("runc's container", n.RuncRoot(), containers)
+	named("the shim's directory", n.ContainersDir(), containers)
+	named("the pod directory", n.PodsDir(), sandboxes)
+	for _, k := range []string{"net", "ipc", "uts"} {
+		named("the namespace mount", n.NamespaceDir(k), sandboxes)
+	}
+	sbDirs, _ := os.ReadDir(n.BundlesDir())
+	for _, sb := range sbDirs {
+		named("the bundle", filepath.Join(n.BundlesDir(), sb.Name()), containers)
+	}
+	mounts, err := runc.HostCgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		named("the cgroup", m.Dir(n.KubepodsCgroup()), containers)
+	}
+}

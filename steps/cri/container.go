@@ -1,0 +1,443 @@
+package cri
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/spec"
+	"github.com/podlab/podlab/steps/unpack"
+)
+
+func containerName(sb *sandboxRecord, m *runtimeapi.ContainerMetadata) string {
+	sm := sb.config.GetMetadata()
+	return fmt.Sprintf("%s_%s_%s_%s_%d", m.GetName(), sm.GetName(), sm.GetNamespace(), sm.GetUid(), m.GetAttempt())
+}
+
+// CreateContainer makes a container in a sandbox: it unpacks the image
+// into a bundle (steps/unpack), writes config.json from the config
+// (ocispec.go), and has a shim run `runc create` (steps/runc), with the
+// container's output in the CRI log at log_directory/log_path.
+func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	cfg := req.GetConfig()
+	if cfg == nil || cfg.GetMetadata().GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "container config must include metadata with a name (crictl's container-config.json: {\"metadata\": {\"name\": ...}, \"image\": {\"image\": ...}})")
+	}
+	if cfg.GetImage().GetImage() == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "container %s: the config names no image", cfg.Metadata.Name)
+	}
+	sb, err := s.findSandbox(req.PodSandboxId)
+	if err != nil {
+		return nil, err
+	}
+	if sb.State != stateReady {
+		return nil, status.Errorf(codes.FailedPrecondition, "sandbox %s is not ready (it was stopped): make a new one with RunPodSandbox", sb.ID)
+	}
+	img, err := s.findImage(cfg.Image.Image)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := containerName(sb, cfg.Metadata)
+	cs, err := s.containersOf(sb.ID)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	for _, c := range cs {
+		if containerName(sb, c.config.Metadata) == name {
+			return nil, status.Errorf(codes.AlreadyExists, "failed to reserve container name %q: name %q is reserved for %q", name, name, c.ID)
+		}
+	}
+	id := newID()
+	c := &containerRecord{ID: id, SandboxID: sb.ID, State: stateCreating, CreatedAt: time.Now().UnixNano(),
+		Image: cfg.Image.Image, ImageRef: img.id, RepoDigest: img.repoDigest(),
+		Bundle: s.node.CRIBundle(sb.ID, id), config: cfg}
+	if dir := sb.config.GetLogDirectory(); dir != "" && cfg.LogPath != "" {
+		c.LogPath = filepath.Join(dir, cfg.LogPath)
+	}
+	if err := s.rec.putContainer(c); err != nil {
+		return nil, status.Errorf(codes.Internal, "recording container %s: %v", id, err)
+	}
+	if err := s.create(ctx, sb, c, img); err != nil {
+		if s.cleanContainer(context.WithoutCancel(ctx), c, true) == nil {
+			_ = s.rec.removeContainer(id) // else the record stays "creating": a restart cleans it
+		}
+		return nil, status.Errorf(codes.Unknown, "failed to create container %q in sandbox %s: %v", cfg.Metadata.Name, sb.ID, err)
+	}
+	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+// create runs the stages of a container: unpack, spec, runc create.
+func (s *Server) create(ctx context.Context, sb *sandboxRecord, c *containerRecord, img *image) error {
+	v1img, err := s.store.Image(img.name)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.Bundle), 0o700); err != nil {
+		return err
+	}
+	if _, err := unpack.Unpack(ctx, v1img, c.Bundle, unpack.Options{Force: true}); err != nil {
+		return fmt.Errorf("unpacking %s: %w", img.name, err)
+	}
+	sp, err := s.containerSpec(ctx, c.ID, sb, c.config, img.config, c.Image, c.Bundle, runtimeOOMScoreAdj())
+	if err != nil {
+		return fmt.Errorf("generating the spec: %w", err)
+	}
+	if _, err := spec.Write(c.Bundle, sp); err != nil {
+		return err
+	}
+	if _, err := s.rt.Create(ctx, c.ID, c.Bundle); err != nil {
+		return err
+	}
+	if c.LogPath != "" {
+		// The shim writes the CRI log in the runtime's container
+		// directory; the kubelet and crictl read it where the configs say.
+		if err := os.MkdirAll(filepath.Dir(c.LogPath), 0o755); err != nil {
+			return err
+		}
+		_ = os.Remove(c.LogPath)
+		if err := os.Symlink(s.rt.LogPath(c.ID), c.LogPath); err != nil {
+			return fmt.Errorf("linking the log %s: %w", c.LogPath, err)
+		}
+	}
+	c.State = stateCreated
+	return s.rec.putContainer(c)
+}
+
+// cleanContainer removes what a container's create made: runc's container
+// (and its cgroups), the rootfs (unmounted first, should it be a mount),
+// the bundle; with halfMade, the log link too. The log of a container the
+// kubelet knew is the kubelet's to remove (as with containerd: crictl rm
+// and the kubelet's garbage collector remove it after RemoveContainer).
+func (s *Server) cleanContainer(ctx context.Context, c *containerRecord, halfMade bool) error {
+	var errs []error
+	s.waitShim(ctx, c.ID)
+	if _, err := s.rt.Delete(ctx, c.ID, true); err != nil && !errors.Is(err, runc.ErrContainerNotFound) {
+		errs = append(errs, err)
+	}
+	rootfs := filepath.Join(c.Bundle, spec.RootfsDir)
+	for i := 0; i < 8 && isMountPoint(rootfs); i++ {
+		if err := unix.Unmount(rootfs, unix.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", rootfs, err))
+			break
+		}
+	}
+	if err := os.RemoveAll(c.Bundle); err != nil {
+		errs = append(errs, err)
+	}
+	// steps/unpack unpacks into <bundle>.unpack-tmp-* and renames it into
+	// place: a create killed mid-unpack leaves that directory.
+	tmps, _ := filepath.Glob(c.Bundle + ".unpack-tmp-*")
+	for _, tmp := range tmps {
+		if err := os.RemoveAll(tmp); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if halfMade && c.LogPath != "" {
+		if fi, err := os.Lstat(c.LogPath); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			_ = os.Remove(c.LogPath)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// waitShim waits, up to 10s, while a shim a killed runtime started is
+// still running `runc create` for the container: the shim outlives the
+// runtime (as containerd's do), and what it makes must be there to remove.
+func (s *Server) waitShim(ctx context.Context, id string) {
+	b, err := os.ReadFile(filepath.Join(s.rt.ContainerDir(id), "shim.pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		if unix.Kill(pid, 0) != nil {
+			return // the shim is gone
+		}
+		if _, err := os.Stat(s.rt.StateFile(id)); err == nil {
+			if _, err := os.Stat(filepath.Join(s.rt.ContainerDir(id), "container.pid")); err == nil {
+				return // runc create is done: runc knows it, the pid is written
+			}
+		}
+	}
+}
+
+// isMountPoint: path's device differs from its parent's.
+func isMountPoint(path string) bool {
+	var a, b unix.Stat_t
+	if unix.Lstat(path, &a) != nil || unix.Lstat(filepath.Dir(path), &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev
+}
+
+// StartContainer starts a created container: `runc start`.
+func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	c, err := s.findContainer(req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.containerState(ctx, c); st.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %s is in %s state: only a created container starts", c.ID, st.State)
+	}
+	if _, err := s.rt.Start(ctx, c.ID); err != nil {
+		return nil, status.Errorf(codes.Unknown, "failed to start container %q: %v", c.ID, err)
+	}
+	c.StartedAt = time.Now().UnixNano()
+	if err := s.rec.putContainer(c); err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+// stopSignal is the config's stop signal, else SIGTERM.
+func stopSignal(cfg *runtimeapi.ContainerConfig) string {
+	if sig := cfg.GetStopSignal(); sig != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
+		return sig.String()
+	}
+	return "SIGTERM"
+}
+
+// stopContainer sends the stop signal, waits up to timeout seconds, then
+// SIGKILL, as containerd's StopContainer. A container not running is left.
+func (s *Server) stopContainer(ctx context.Context, c *containerRecord, timeout int64) error {
+	st := s.containerState(ctx, c)
+	if st.State != runtimeapi.ContainerState_CONTAINER_RUNNING && st.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		return nil
+	}
+	wait := func(d time.Duration) bool {
+		wctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		_, err := s.rt.Wait(wctx, c.ID)
+		return err == nil
+	}
+	if timeout > 0 && st.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		if err := s.rt.Kill(ctx, c.ID, stopSignal(c.config)); err == nil && wait(time.Duration(timeout)*time.Second) {
+			return nil
+		}
+	}
+	if err := s.rt.Kill(ctx, c.ID, "SIGKILL"); err != nil {
+		if wait(100 * time.Millisecond) {
+			return nil
+		}
+		return err
+	}
+	if !wait(10 * time.Second) {
+		return fmt.Errorf("container %s did not exit 10s after SIGKILL", c.ID)
+	}
+	return nil
+}
+
+// StopContainer stops a running container: its stop signal, the timeout,
+// then SIGKILL. A stopped container is not an error.
+func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	c, err := s.findContainer(req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.stopContainer(ctx, c, req.Timeout); err != nil {
+		return nil, status.Errorf(codes.Unknown, "failed to stop container %q: %v", c.ID, err)
+	}
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+// RemoveContainer removes a container (a running one forcibly): runc
+// delete, its bundle, its log. A container already removed is not an
+// error (the CRI says so, and containerd does it).
+func (s *Server) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	c, err := s.findContainer(req.ContainerId)
+	if status.Code(err) == codes.NotFound {
+		s.note("RemoveContainer: container %q is not here (removed already): nothing to do", req.ContainerId)
+		return &runtimeapi.RemoveContainerResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.removeContainer(ctx, c); err != nil {
+		return nil, status.Errorf(codes.Unknown, "failed to remove container %q: %v", c.ID, err)
+	}
+	return &runtimeapi.RemoveContainerResponse{}, nil
+}
+
+func (s *Server) removeContainer(ctx context.Context, c *containerRecord) error {
+	if err := s.cleanContainer(ctx, c, c.State == stateCreating); err != nil {
+		return err
+	}
+	return s.rec.removeContainer(c.ID)
+}
+
+// containerState is what runc and the shim say of the container now.
+func (s *Server) containerState(ctx context.Context, c *containerRecord) *runtimeapi.ContainerStatus {
+	st := &runtimeapi.ContainerStatus{
+		Id: c.ID, Metadata: c.config.Metadata, State: runtimeapi.ContainerState_CONTAINER_UNKNOWN,
+		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt,
+		Image:    &runtimeapi.ImageSpec{Image: c.Image, Annotations: c.config.GetImage().GetAnnotations()},
+		ImageRef: c.RepoDigest, ImageId: c.ImageRef,
+		Labels: c.config.Labels, Annotations: c.config.Annotations, LogPath: c.LogPath,
+	}
+	if st.ImageRef == "" {
+		st.ImageRef = c.ImageRef
+	}
+	if st.LogPath == "" {
+		st.LogPath = s.rt.LogPath(c.ID)
+	}
+	for _, m := range c.config.Mounts {
+		st.Mounts = append(st.Mounts, m)
+	}
+	if c.State != stateCreated {
+		st.Reason = "Creating"
+		return st
+	}
+	rs, err := s.rt.State(ctx, c.ID)
+	if err != nil {
+		st.Reason, st.Message = "Unknown", err.Error()
+		return st
+	}
+	switch {
+	case rs.Exit != nil:
+		st.State = runtimeapi.ContainerState_CONTAINER_EXITED
+		st.ExitCode = int32(rs.Exit.Code)
+		st.FinishedAt = rs.Exit.ExitedAt.UnixNano()
+		st.Reason = "Completed"
+		if rs.Exit.Code != 0 {
+			st.Reason = "Error"
+		}
+		if st.StartedAt == 0 {
+			st.StartedAt = st.FinishedAt // killed before it started
+		}
+	case rs.Status == "created":
+		st.State = runtimeapi.ContainerState_CONTAINER_CREATED
+	case rs.Status == "running" || rs.Status == "paused":
+		st.State = runtimeapi.ContainerState_CONTAINER_RUNNING
+	}
+	return st
+}
+
+// ContainerStatus is the container's state; with verbose, its record, pid
+// and bundle as info["info"] (crictl inspect shows it).
+func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	c, err := s.findContainer(req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	resp := &runtimeapi.ContainerStatusResponse{Status: s.containerState(ctx, c)}
+	if req.Verbose {
+		info := map[string]any{"sandboxID": c.SandboxID, "record": s.rec.containerPath(c.ID), "bundle": c.Bundle,
+			"config": filepath.Join(c.Bundle, spec.ConfigFile), "runtimeDir": s.rt.ContainerDir(c.ID), "log": s.rt.LogPath(c.ID)}
+		if rs, err := s.rt.State(ctx, c.ID); err == nil {
+			info["pid"], info["shimPid"], info["runcState"] = rs.Pid, rs.ShimPid, rs.StateFile
+		}
+		if sp, err := spec.Read(c.Bundle); err == nil {
+			info["runtimeSpec"] = sp
+		}
+		b, _ := json.Marshal(info)
+		resp.Info = map[string]string{"info": string(b)}
+	}
+	return resp, nil
+}
+
+// ListContainers lists the containers the filter lets through.
+func (s *Server) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	all, err := s.rec.containerIDs()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	f := req.GetFilter()
+	resp := &runtimeapi.ListContainersResponse{}
+	for _, id := range all {
+		if f.GetId() != "" && !strings.HasPrefix(id, f.GetId()) {
+			continue
+		}
+		c, err := s.rec.container(id)
+		if err != nil || c.State == stateCreating {
+			continue
+		}
+		if f.GetPodSandboxId() != "" && !strings.HasPrefix(c.SandboxID, f.GetPodSandboxId()) {
+			continue
+		}
+		if !labelsMatch(f.GetLabelSelector(), c.config.Labels) {
+			continue
+		}
+		st := s.containerState(ctx, c)
+		if f.GetState() != nil && f.GetState().State != st.State {
+			continue
+		}
+		resp.Containers = append(resp.Containers, &runtimeapi.Container{Id: c.ID, PodSandboxId: c.SandboxID,
+			Metadata: st.Metadata, Image: st.Image, ImageRef: st.ImageRef, ImageId: st.ImageId, State: st.State,
+			CreatedAt: c.CreatedAt, Labels: st.Labels, Annotations: st.Annotations})
+	}
+	return resp, nil
+}
+
+// UpdateContainerResources changes a container's cgroup limits: `runc
+// update` with the CPU and memory values given.
+func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	c, err := s.findContainer(req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	r := req.GetLinux()
+	if r == nil {
+		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+	}
+	args := []string{"--root", s.rt.RootDir(), "update"}
+	add := func(flag string, v int64) {
+		if v != 0 {
+			args = append(args, flag, strconv.FormatInt(v, 10))
+		}
+	}
+	add("--cpu-period", r.CpuPeriod)
+	add("--cpu-quota", r.CpuQuota)
+	add("--cpu-share", r.CpuShares)
+	add("--memory", r.MemoryLimitInBytes)
+	if r.CpusetCpus != "" {
+		args = append(args, "--cpuset-cpus", r.CpusetCpus)
+	}
+	if r.CpusetMems != "" {
+		args = append(args, "--cpuset-mems", r.CpusetMems)
+	}
+	args = append(args, c.ID)
+	if s.cfg.OnCommand != nil {
+		s.cfg.OnCommand(append([]string{s.cfg.Runtime}, args...))
+	}
+	if out, err := exec.CommandContext(ctx, s.cfg.Runtime, args...).CombinedOutput(); err != nil {
+		return nil, status.Errorf(codes.Unknown, "failed to update resources of container %q: %v: %s", c.ID, err, strings.TrimSpace(string(out)))
+	}
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+// ReopenContainerLog: the shim keeps its log file open for the
+// container's life, and cannot reopen it yet; a running container's log
+// is not rotated (the kubelet logs the error and tries again later).
+func (s *Server) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
+	c, err := s.findContainer(req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	if st := s.containerState(ctx, c); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %s is not running", c.ID)
+	}
+	return nil, status.Errorf(codes.Unimplemented, "reopening the log of container %s: podlab's shim keeps its log open for the container's life", c.ID)
+}

@@ -1,0 +1,65 @@
+// Package cri is podlab's container runtime as a CRI v1 server: a gRPC
+// server on a unix socket (<state-dir>/nodes/NAME/cri.sock) that answers
+// the RuntimeService and ImageService of k8s.io/cri-api, as containerd's
+// CRI plugin answers on /run/containerd/containerd.sock. The kubelet (and
+// crictl) ask it for pod sandboxes, containers and images; inside, it runs
+// the same stages a learner runs by hand:
+//
+//	RunPodSandbox    pin the pod's net, ipc and uts namespaces (as CRI-O's
+//	                 pinns: no pause process), CNI ADD through steps/cni
+//	PullImage        steps/pull into the node's content store
+//	CreateContainer  steps/unpack into a bundle, the OCI spec from the
+//	                 ContainerConfig (steps/spec and its options), then a
+//	                 shim runs `runc create` (steps/runc)
+//	StartContainer   `runc start`
+//	StopContainer    SIGTERM (or the image's stop signal), the timeout, SIGKILL
+//	RemoveContainer  `runc delete`, the bundle, the log
+//	StopPodSandbox   stop the containers, CNI DEL
+//	RemovePodSandbox remove the containers and unpin the namespaces
+//
+// Which containerd v2 files each part follows (internal/cri/server/...):
+//
+//	sandbox.go    sandbox_run.go, sandbox_stop.go, sandbox_remove.go,
+//	              sandbox_status.go, sandbox_list.go, and podsandbox/ for
+//	              the namespaces and CNI_ARGS (sandbox_run.go's setupPodNetwork)
+//	container.go  container_create.go, container_start.go, container_stop.go,
+//	              container_remove.go, container_status.go, container_list.go
+//	ocispec.go    container_create_linux.go (containerSpec) and
+//	              pkg/oci's spec_opts.go: env, mounts, devices, resources,
+//	              capabilities, privileged, readonly rootfs, user and group,
+//	              seccomp, namespaces joined from the sandbox, oom_score_adj
+//	              restricted as restrict_oom_score_adj, io.kubernetes.cri.*
+//	              annotations. AppArmor is ignored (with a line in the
+//	              server's log): podlab's machines run no AppArmor profiles.
+//	image.go      image_pull.go, image_list.go, image_status.go,
+//	              image_remove.go, imagefs_info.go
+//	stream.go     container_execsync.go, container_exec.go,
+//	              container_attach.go, sandbox_portforward_linux.go and
+//	              streaming.go (the streaming server on 127.0.0.1, port 0)
+//	status.go     status.go, version.go, update_runtime_config.go
+//	              (the pod CIDR renders the CNI conflist, as conf_template)
+//	stats.go      container_stats_list_linux.go (cgroup counters)
+//	namespaces.go the sandbox's namespaces, pinned by bind mounts as
+//	              CRI-O's pinns pins them (containerd's sandbox keeps them
+//	              with a pause process: podlab's has none)
+//	records.go    what containerd keeps in its metadata store: one JSON
+//	recover.go    file per sandbox and container under <node>/cri, written
+//	              atomically, so a restarted server lists them; a record
+//	              is written "creating" before anything is made, so a
+//	              create killed half-way is cleaned when the server starts
+//	              again (runc's container, cgroups, bundle, namespaces)
+//
+// Runtime handlers: "" and "runc" only (another handler gets containerd's
+// `no runtime for "NAME" is configured`).
+//
+// RPCs the kubelet v1.37 may call that answer Unimplemented:
+// StreamPodSandboxes, StreamContainers, StreamContainerStats,
+// StreamPodSandboxStats, CheckpointContainer,
+// GetContainerEvents, ListMetricDescriptors, ListPodSandboxMetrics,
+// RuntimeConfig, UpdatePodSandboxResources, StreamImages. The kubelet
+// falls back (to polling ListPodSandbox and ListContainers, as with
+// containerd 1.6) where it may.
+//
+// The package knows nothing of the control plane: its interface is the
+// CRI's own types.
+package cri

@@ -1,0 +1,37 @@
+package statedir
+
+import "path/filepath"
+
+// The node's CRI runtime (steps/cri): its socket, and its records of the
+// sandboxes and containers it made, one JSON file per object, so that a
+// restarted runtime knows them again (containerd keeps the same in its
+// metadata store, /var/lib/containerd/io.containerd.metadata.v1.bolt).
+const (
+	criSocket        = "cri.sock"
+	criDir           = "cri"
+	criSandboxesDir  = "sandboxes"
+	criContainersDir = "containers"
+	criLogsDir       = "logs"
+)
+
+// CRISocket is the node's CRI socket, <node>/cri.sock, as
+// /run/containerd/containerd.sock is a node's containerd.
+func (n Node) CRISocket() string { return filepath.Join(n.Dir, criSocket) }
+
+// CRIDir holds the CRI runtime's records.
+func (n Node) CRIDir() string { return filepath.Join(n.Dir, criDir) }
+
+// CRISandboxesDir holds one <id>.json per pod sandbox.
+func (n Node) CRISandboxesDir() string { return filepath.Join(n.CRIDir(), criSandboxesDir) }
+
+// CRIContainersDir holds one <id>.json per container.
+func (n Node) CRIContainersDir() string { return filepath.Join(n.CRIDir(), criContainersDir) }
+
+// CRILogsDir is where a sandbox's container logs go when its config names
+// no log_directory (crictl's pod configs often do not).
+func (n Node) CRILogsDir() string { return filepath.Join(n.CRIDir(), criLogsDir) }
+
+// CRIBundle is the bundle of a CRI container: <node>/bundles/<sandbox-id>/<container-id>.
+func (n Node) CRIBundle(sandboxID, containerID string) string {
+	return n.Bundle(sandboxID, containerID)
+}
