@@ -15,13 +15,15 @@
 //	  content/                          podlab pull's content store (an OCI image layout)
 //	  bundles/<name>/                   podlab unpack's bundles: rootfs/ and config.json
 //	  runc/<id>/                        runc --root of `podlab runc` containers
+//	  runtimes/<handler>/               the --root of another runtime handler's (runsc, crun)
 //	  containers/<id>/                  their log, exit code and shim files
 //	  registry/                         the in-process registry's blobs
 //	  demo-images/                      `make images` (kept by reset, removed by reset --all)
 //	  cache/                            downloaded .debs (kept likewise)
 //	  lab/network.json                  the lab network: CIDR, gateway, bridge (steps/machine)
 //	  nodes/<node>/                     one kubelet's runtime, as if on its own machine:
-//	    content/ runc/ containers/      as above, the node's own
+//	    content/ runc/ runtimes/ containers/   as above, the node's own
+//	    pods/<pod-uid>/sandbox.json     the sandbox's runtime handler (RuntimeClass)
 //	    bundles/<pod-uid>/<container>/  the pods' bundles
 //	    pods/<pod-uid>/volumes/...      the pods' volumes
 //	    pods/<pod-uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts
