@@ -174,7 +174,9 @@ type NoHandlerError struct {
 	Known []string
 }
 
-func (e *NoHandlerError) Error() string { return fmt.Sprintf("no runtime for %q is configured", e.Name) }
+func (e *NoHandlerError) Error() string {
+	return fmt.Sprintf("no runtime for %q is configured", e.Name)
+}
 
 // Is makes errors.Is(err, ErrNoHandler) true.
 func (e *NoHandlerError) Is(target error) bool { return target == ErrNoHandler }
