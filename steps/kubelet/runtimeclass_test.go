@@ -297,7 +297,7 @@ func TestKubelet_RuntimeClass_Crun(t *testing.T) {
 		pod := c.create(t, probePod(t, "refused", probe, "crun"))
 		_, err := c.kubelet.SandboxStage(context.Background(), pod)
 		wantErr(t, err, runc.ErrHybridCgroups)
-		const want = "Warning FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: code = Unknown desc = runtime refuses this host's cgroups: crun refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, /sys/fs/cgroup/unified): use runc or a pure cgroup v2 host"
+		const want = "Warning FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: code = Unknown desc = crun 1.8.1 refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, /sys/fs/cgroup/unified): use runc or a pure cgroup v2 host"
 		ev := c.events(t, pod)
 		if !hasEvent(ev, want) {
 			t.Errorf("events %q, want %q", ev, want)

@@ -197,12 +197,27 @@ func (h Handler) Preflight(cgroupRoot string) error {
 	}
 	if h.RefusesHybridCgroups {
 		if mode, err := CgroupModeAt(cgroupRoot); err == nil && mode == CgroupHybridWithControllers {
-			return fmt.Errorf("%w: %s refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, %s): use runc or a pure cgroup v2 host",
-				ErrHybridCgroups, h.Name, filepath.Join(cgroupRoot, "unified"))
+			name := h.Name
+			if out, err := exec.Command(h.Binary, "--version").Output(); err == nil {
+				if n, v := ParseRuntimeVersion(string(out)); n != "" {
+					name = n + " " + v
+				}
+			}
+			return &RefusalError{Msg: fmt.Sprintf("%s refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, %s): use runc or a pure cgroup v2 host",
+				name, filepath.Join(cgroupRoot, "unified"))}
 		}
 	}
 	return nil
 }
+
+// RefusalError is a runtime's refusal of this host, found before it runs,
+// in one line that says why and what to do. It errors.Is ErrHybridCgroups.
+type RefusalError struct{ Msg string }
+
+func (e *RefusalError) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrHybridCgroups) true.
+func (e *RefusalError) Is(target error) bool { return target == ErrHybridCgroups }
 
 func (h Handler) notFound(err error) error {
 	hint := "`make deps` installs runc 1.5.3 into bin/"

@@ -190,7 +190,11 @@ func TestHandler_Preflight(t *testing.T) {
 	testenv.RequireRoot(t)
 	hs := runc.DefaultHandlers("runc")
 	crun, _ := runc.LookupHandler(hs, "crun")
-	crun.Binary = "/bin/true" // Preflight looks at the host, not at crun
+	// Preflight looks at the host and asks crun its version, nothing more
+	crun.Binary = filepath.Join(t.TempDir(), "crun")
+	if err := os.WriteFile(crun.Binary, []byte("#!/bin/sh\necho 'crun version 1.8.1'\necho 'spec: 1.0.0'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 
 	hybrid := fakeCgroupRoot(t, true)
 	mode, err := runc.CgroupModeAt(hybrid)
@@ -202,9 +206,9 @@ func TestHandler_Preflight(t *testing.T) {
 		if !errors.Is(err, runc.ErrHybridCgroups) {
 			t.Fatalf("crun on a hybrid host: %v, want ErrHybridCgroups", err)
 		}
-		want := "crun refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, " + hybrid + "/unified): use runc or a pure cgroup v2 host"
-		if !strings.HasSuffix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("error %q, want one line ending %q", err, want)
+		want := "crun 1.8.1 refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, " + hybrid + "/unified): use runc or a pure cgroup v2 host"
+		if err.Error() != want {
+			t.Errorf("error %q, want the one line %q", err, want)
 		}
 	} else if err != nil {
 		t.Errorf("crun on a hybrid host without v2 controllers: %v", err)
