@@ -172,6 +172,12 @@ func TestKubelet_RuntimeClass_Runsc(t *testing.T) {
 	if procs := processesWith("runsc-sandbox\x00--root=" + root); len(procs) == 0 {
 		t.Errorf("no runsc-sandbox process with --root=%s", root)
 	}
+	// kubectl exec reaches the container through the sandbox's runtime
+	var out bytes.Buffer
+	code, err := c.kubelet.Exec(context.Background(), g, "web", []string{"/probe/kernelprobe"}, kubelet.ExecOptions{Stdout: &out, Stderr: &out})
+	if err != nil || code != 0 || !strings.Contains(out.String(), "kernel=4.4.0\n") {
+		t.Errorf("exec in the gVisor pod: code %d, %v, output %q", code, err, out.String())
+	}
 	if pst, _ := c.kubelet.Observe(p); pst.Sandbox.RuntimeHandler != runc.DefaultHandler {
 		t.Errorf("the plain pod's sandbox handler %q, want runc", pst.Sandbox.RuntimeHandler)
 	}
