@@ -27,6 +27,14 @@ can run there. doctor checks, and says how to fix what is missing:
   namespaces  pid, ipc, uts, mnt, net and cgroup, which isolate each container
   seccomp     the kernel's syscall filter (RuntimeDefault profiles)
   pigz        optional: parallel gunzip makes unpacking layers faster
+  handlers    the other runtime handlers a RuntimeClass can name: runsc
+              (gVisor) and crun, whether each is installed (and which
+              Debian package is if not), and whether it accepts this host:
+              crun refuses every container on a host with hybrid cgroups
+              whose v2 mount has controllers, found the way crun looks
+              (/sys/fs/cgroup a tmpfs, /sys/fs/cgroup/unified a cgroup2
+              mount, its cgroup.controllers not empty), and doctor says so
+              in the one line a pod's FailedCreatePodSandBox event carries
 
 It then names this state directory's cgroup root, /podlab-<hash>: each state
 directory has its own (the hash is of its absolute path), so two learners, or

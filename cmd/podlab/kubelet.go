@@ -124,6 +124,19 @@ the profile file localhostProfile names under <state-dir>/nodes/NAME/seccomp/
 set, a container runs unconfined, as in Kubernetes, unless --seccomp-default
 makes RuntimeDefault the default (the kubelet's flag of the same name).
 
+RUNTIMECLASS. A pod's spec.runtimeClassName names a RuntimeClass; the
+kubelet reads it from the API server (one that does not exist is a
+FailedCreatePodSandBox event) and hands its handler, and nothing else of
+the pod, to the runtime, as CRI's RunPodSandboxRequest.runtime_handler. The
+runtime knows these handlers, as containerd's runtimes table: runc (the
+default, for a pod with no RuntimeClass), runsc (gVisor, Debian's runsc)
+and crun (Debian's crun; it refuses hosts with hybrid cgroups, and the
+event says so); --runtime-handler NAME=PATH adds one or points one
+elsewhere. An unknown handler fails RunPodSandbox with containerd's "no
+runtime for NAME is configured", and nothing is made. The sandbox records
+its handler (pods/<uid>/sandbox.json); every container of the pod runs with
+it, under its own --root (<node>/runtimes/<handler>; runc's is <node>/runc).
+
 DELETION. A pod with a deletionTimestamp is stopped (SIGTERM, the grace
 period, SIGKILL; event Killing), its containers, bundles, cgroups and
 namespace mounts removed, then it is deleted with a grace period of 0.
@@ -187,6 +200,7 @@ Examples:
 		},
 		&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP and unverified TLS to registries"},
 		&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH"},
+		&cli.StringSliceFlag{Name: "runtime-handler", Usage: "NAME=PATH: a runtime handler (a RuntimeClass's handler) and its OCI runtime binary, repeatable; runc, runsc and crun are known"},
 		&cli.IntFlag{Name: "port", Value: kubeletserver.DefaultPort, Usage: "the port of the kubelet's HTTPS API (logs, exec); 0: any free port"},
 		&cli.StringFlag{Name: "address", Value: "127.0.0.1", Usage: "the address the kubelet's API listens on, and the node's InternalIP"},
 		&cli.IntFlag{Name: "node-lease-duration-seconds", Value: int(kubelet.DefaultNodeLeaseDuration / time.Second), Usage: "the node Lease's duration; it is renewed every quarter of it"},
@@ -361,6 +375,15 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 	if err != nil {
 		return nil, err
 	}
+	handlers := runc.DefaultHandlers(bin)
+	var extra []runc.Handler
+	for _, s := range c.StringSlice("runtime-handler") {
+		h, err := runc.ParseHandler(s, handlers)
+		if err != nil {
+			return nil, fmt.Errorf("--runtime-handler: %w", err)
+		}
+		extra = append(extra, h)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -375,6 +398,7 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		StateDir: dir,
 		Client:   client,
 		Runtime:  bin,
+		Handlers: runc.MergeHandlers(handlers, extra),
 		Shim:     []string{exe, "runc", "shim"},
 		Mirror:   mirror,
 		Insecure: c.Bool("insecure"),

@@ -66,8 +66,16 @@ container's parent (PR_SET_CHILD_SUBREAPER) and writes its exit code to
 containers/<id>/exit.json.
 
 runc's state lives under a private --root, <state-dir>/runc, never the
-shared /run/runc. The runtime is --runtime PATH (runc or crun), else
-$PODLAB_RUNTIME, else bin/runc next to podlab (make deps), else runc on PATH.
+shared /run/runc. The runtime is --runtime PATH, else $PODLAB_RUNTIME, else
+bin/runc next to podlab (make deps), else runc on PATH.
+
+--runtime also takes a runtime handler's name, as a RuntimeClass's handler
+names one on a node: runc (the default), runsc (gVisor: a user-space kernel
+between the app and the host's; run with --network=host, which joins the
+network namespace config.json names) or crun (the C runtime; it takes
+config.json up to spec 1.1 and refuses hosts with hybrid cgroups). Each
+keeps its state under its own --root, <state-dir>/runtimes/<name>: give the
+same --runtime to state, kill and delete as to create.
 
 Example:
   podlab runc create web --bundle /var/lib/podlab/bundles/web
@@ -80,7 +88,7 @@ Example:
 	Flags: []cli.Flag{
 		&cli.StringFlag{
 			Name:  "runtime",
-			Usage: "the OCI runtime binary (runc, crun); default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH",
+			Usage: "the OCI runtime: a handler's name (runc, runsc, crun) or a binary's path; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH",
 		},
 	},
 	Subcommands: []*cli.Command{
@@ -424,7 +432,7 @@ func runcSetup(c *cli.Context) (*runc.Runtime, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	bin, err := runc.FindRuntime(c.String("runtime"))
+	h, err := runcHandler(c.String("runtime"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -432,14 +440,29 @@ func runcSetup(c *cli.Context) (*runc.Runtime, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	r := statedir.Layout{Dir: dir}.Runtime()
-	return &runc.Runtime{
-		Binary:       bin,
-		StateDir:     r.Dir,
-		CgroupParent: r.CgroupParent,
-		Shim:         []string{exe, "runc", "shim"},
-		OnCommand:    traceTo(c.App.Writer),
-	}, id, nil
+	l := statedir.Layout{Dir: dir}.Runtime()
+	r := runc.NewRuntime(h, l.HandlerRoot(h.Name), l.Dir)
+	r.CgroupParent = l.CgroupParent
+	r.Shim = []string{exe, "runc", "shim"}
+	r.OnCommand = traceTo(c.App.Writer)
+	return r, id, nil
+}
+
+// runcHandler is the handler --runtime names: a handler's name, or a path
+// (runc's settings, or those of the runtime the file is called after).
+// A handler whose runtime cannot run here fails now, saying why.
+func runcHandler(nameOrPath string) (runc.Handler, error) {
+	def, _ := runc.FindRuntime("") // runc's path, when there is one
+	h, err := runc.FindHandlerRuntime(runc.DefaultHandlers(def), nameOrPath)
+	if err != nil {
+		return h, err
+	}
+	if h.Name != runc.DefaultHandler {
+		if err := h.Preflight(runc.CgroupMountRoot); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
 }
 
 // traceTo prints each runtime command line as the shell's set -x does.

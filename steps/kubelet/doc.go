@@ -109,6 +109,21 @@
 // is no filter. With neither set a container runs unconfined, as Kubernetes
 // does, unless the kubelet runs with --seccomp-default (Config.SeccompDefault).
 //
+// # RuntimeClass
+//
+// A pod's spec.runtimeClassName is resolved to its RuntimeClass's handler
+// through the API server, as the kubelet's runtimeclass manager does (a
+// RuntimeClass that does not exist is a FailedCreatePodSandBox event); the
+// runtime side receives only the handler's name, as CRI's
+// RunPodSandboxRequest.runtime_handler, and looks it up in the node's
+// handlers (Config.Handlers; runc.DefaultHandlers: runc, runsc, crun). An
+// unknown handler, a missing binary or a host the runtime refuses fails the
+// sandbox before anything is made, with containerd's text. The sandbox
+// records its handler in nodes/<node>/pods/<pod-uid>/sandbox.json, and
+// every container of the pod, its kill and its removal use that runtime,
+// each handler under its own --root (nodes/<node>/runtimes/<handler>;
+// runc's is nodes/<node>/runc). See runtimeclass.go.
+//
 // # Stages
 //
 // Nothing about a pod's progress is kept in a private database: it is

@@ -54,7 +54,7 @@ func (k *Kubelet) Exec(ctx context.Context, pod *corev1.Pod, container string, c
 	}
 	ro := runc.ExecOptions{IO: runc.IO{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr}, Tty: opts.Tty}
 	if !opts.Tty {
-		return k.rt.Exec(ctx, id, cmd, ro)
+		return k.runtimeOrDefault(pod.UID).Exec(ctx, id, cmd, ro)
 	}
 	pty, err := openPty()
 	if err != nil {
@@ -103,7 +103,7 @@ func (k *Kubelet) Exec(ctx context.Context, pod *corev1.Pod, container string, c
 			_, _ = io.Copy(io.Discard, pty.leader)
 		}
 	}()
-	code, err := k.rt.Exec(ctx, id, cmd, ro)
+	code, err := k.runtimeOrDefault(pod.UID).Exec(ctx, id, cmd, ro)
 	// The command's output is in the terminal: read it to the end (EIO
 	// once no process holds the follower end) before saying it ended.
 	pty.follower.Close()

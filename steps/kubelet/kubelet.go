@@ -36,6 +36,11 @@ type Config struct {
 	// runc.ShimMain (see runc.Runtime).
 	Runtime string
 	Shim    []string
+	// Handlers are the node runtime's handlers, as containerd's runtimes
+	// table: a RuntimeClass's handler picks one for a pod's sandbox and
+	// every container of it. Default runc.DefaultHandlers(Runtime): runc
+	// (the default, for a pod with no RuntimeClass), runsc and crun.
+	Handlers []runc.Handler
 	// Mirror is a registry URL docker.io images are pulled from instead
 	// (--registry-mirror); Insecure allows plain HTTP to registries.
 	Mirror   string
@@ -102,7 +107,8 @@ type Kubelet struct {
 	node     string
 	layout   Layout
 	store    *pull.Store
-	rt       *runc.Runtime
+	rt       *runc.Runtime // the default handler's (runc)
+	runtimes map[string]*runc.Runtime
 	network  *cni.Network
 	client   apiserver.Interface
 	recorder *apiserver.Recorder
@@ -167,14 +173,26 @@ func New(cfg Config) (*Kubelet, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := layout.runtime(cfg.Runtime)
-	rt.Shim, rt.OnCommand = cfg.Shim, cfg.OnCommand
+	if len(cfg.Handlers) == 0 {
+		cfg.Handlers = runc.DefaultHandlers(cfg.Runtime)
+	}
+	runtimes := map[string]*runc.Runtime{}
+	for _, h := range cfg.Handlers {
+		rt := layout.handlerRuntime(h)
+		rt.Shim, rt.OnCommand = cfg.Shim, cfg.OnCommand
+		runtimes[h.Name] = rt
+	}
+	rt := runtimes[runc.DefaultHandler]
+	if rt == nil {
+		return nil, fmt.Errorf("kubelet: no %q handler: the handlers must include the default runtime", runc.DefaultHandler)
+	}
 	return &Kubelet{
 		cfg:       cfg,
 		node:      cfg.Node,
 		layout:    layout,
 		store:     store,
 		rt:        rt,
+		runtimes:  runtimes,
 		network:   network,
 		client:    cfg.Client,
 		recorder:  apiserver.NewRecorder(cfg.Client, Component, cfg.Node),
@@ -196,7 +214,10 @@ func (k *Kubelet) Store() *pull.Store { return k.store }
 // Network is the node's pod network, as its runtime sees it.
 func (k *Kubelet) Network() *cni.Network { return k.network }
 
-// Runtime is the node's container runtime.
+// Runtime is the node's container runtime (its default handler's).
 func (k *Kubelet) Runtime() *runc.Runtime { return k.rt }
+
+// Handlers are the runtime handlers the node knows.
+func (k *Kubelet) Handlers() []runc.Handler { return k.cfg.Handlers }
 
 func (k *Kubelet) now() time.Time { return k.cfg.Now() }

@@ -135,6 +135,7 @@ func (k *Kubelet) Observe(pod *corev1.Pod) (*PodState, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt := k.runtimeOrDefault(pod.UID)
 	for _, c := range pod.Spec.Containers {
 		cs := ContainerState{Name: c.Name, Image: c.Image, Policy: c.ImagePullPolicy, ConfigRestart: -1,
 			Bundle: k.layout.Bundle(pod.UID, c.Name)}
@@ -159,7 +160,7 @@ func (k *Kubelet) Observe(pod *corev1.Pod) (*PodState, error) {
 		}
 		for _, r := range runs {
 			if r.name.UID == pod.UID && r.name.Container == c.Name {
-				cs.Runs = append(cs.Runs, k.readRun(r.id, r.name.RestartCount))
+				cs.Runs = append(cs.Runs, k.readRun(rt, r.id, r.name.RestartCount))
 			}
 		}
 		if l := cs.Latest(); l != nil && l.State == RunExited && shouldRestart(pod, l.Exit) {
@@ -253,25 +254,25 @@ func (l Layout) runs() ([]runEntry, error) {
 // exit.json when it exits. A container whose shim is gone without an
 // exit.json (the machine restarted, the shim was killed) counts as exited
 // with code 255, as containerd reports a container whose shim died.
-func (k *Kubelet) readRun(id string, restart int) Run {
-	r := Run{ID: id, RestartCount: restart, LogPath: k.rt.LogPath(id)}
-	if b, err := os.ReadFile(k.rt.ExitPath(id)); err == nil {
+func (k *Kubelet) readRun(rt *runc.Runtime, id string, restart int) Run {
+	r := Run{ID: id, RestartCount: restart, LogPath: rt.LogPath(id)}
+	if b, err := os.ReadFile(rt.ExitPath(id)); err == nil {
 		var ex runc.Exit
 		if json.Unmarshal(b, &ex) == nil {
 			r.State, r.Exit = RunExited, &ex
 			return r
 		}
 	}
-	if _, err := os.Stat(k.rt.ExecFifo(id)); err == nil {
+	if rt.Created(id) {
 		r.State = RunCreated
 		return r
 	}
-	if _, err := os.Stat(k.rt.StateFile(id)); err == nil && processAlive(readPidFile(filepath.Join(k.rt.ContainerDir(id), "shim.pid"))) {
+	if _, err := os.Stat(rt.StateFile(id)); err == nil && processAlive(readPidFile(filepath.Join(rt.ContainerDir(id), "shim.pid"))) {
 		r.State = RunRunning
 		return r
 	}
 	// Exited, but not through the shim; or exit.json is being written.
-	if b, err := os.ReadFile(k.rt.ExitPath(id)); err == nil {
+	if b, err := os.ReadFile(rt.ExitPath(id)); err == nil {
 		var ex runc.Exit
 		if json.Unmarshal(b, &ex) == nil {
 			r.State, r.Exit = RunExited, &ex
@@ -279,7 +280,7 @@ func (k *Kubelet) readRun(id string, restart int) Run {
 		}
 	}
 	r.State, r.Exit = RunExited, &runc.Exit{Code: 255, ExitedAt: k.now().UTC()}
-	if fi, err := os.Stat(k.rt.ContainerDir(id)); err == nil {
+	if fi, err := os.Stat(rt.ContainerDir(id)); err == nil {
 		r.Exit.ExitedAt = fi.ModTime().UTC()
 	}
 	return r

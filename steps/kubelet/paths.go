@@ -71,6 +71,17 @@ func (l Layout) runtime(binary string) *runc.Runtime {
 	return &runc.Runtime{Binary: binary, Root: r.RuncRoot(), StateDir: r.Dir}
 }
 
+// handlerRuntime is the node's runtime of handler h: its binary and flags,
+// its own --root (runc's is RuncRoot), the node's containers/ as every
+// handler's (container IDs are unique on a node).
+func (l Layout) handlerRuntime(h runc.Handler) *runc.Runtime {
+	r := l.Node.Runtime()
+	return runc.NewRuntime(h, r.HandlerRoot(h.Name), r.Dir)
+}
+
+// SandboxRecord is where a pod's sandbox records its runtime handler.
+func (l Layout) SandboxRecord(uid types.UID) string { return l.Node.SandboxRecord(string(uid)) }
+
 // SubPathsDir holds the bind mounts of a pod's volumeMounts with a subPath,
 // as /var/lib/kubelet/pods/<uid>/volume-subpaths.
 func (l Layout) SubPathsDir(uid types.UID) string { return l.Node.SubPathsDir(string(uid)) }

@@ -120,6 +120,10 @@ func (k *Kubelet) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.
 		}),
 	}
 	opt = append(opt, userns...) // after the mounts it idmaps
+	if h := k.podHandler(pod.UID); h.SpecVersion != "" {
+		// the version the sandbox's runtime accepts (crun 1.8.1: up to 1.1)
+		opt = append(opt, spec.WithOCIVersion(h.SpecVersion))
+	}
 	if err := oci.ApplyOpts(ctx, nil, &containers.Container{ID: id}, s, opt...); err != nil {
 		return nil, err
 	}

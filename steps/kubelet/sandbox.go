@@ -44,6 +44,9 @@ type Sandbox struct {
 	// Network is the sandbox's attachment to the pod network (its IPs, the
 	// CNI result JSON), nil while it has none.
 	Network *cni.Result
+	// RuntimeHandler is the runtime handler the sandbox was made with, as
+	// recorded (runc when none is).
+	RuntimeHandler string
 }
 
 // podHostname is the hostname of a pod's UTS namespace: spec.hostname, else
@@ -82,6 +85,7 @@ func sandboxKinds(pod *corev1.Pod) []string {
 func (l Layout) observeSandbox(pod *corev1.Pod) Sandbox {
 	sb := Sandbox{HostNetwork: pod.Spec.HostNetwork, Hostname: podHostname(pod), Namespaces: map[string]string{}}
 	sb.Ready = true
+	sb.RuntimeHandler, _ = l.sandboxHandler(pod.UID)
 	if usesUserNamespace(pod) {
 		if u, ok, err := readUserNamespace(l.UserNamespaceFile(pod.UID)); err == nil && ok {
 			sb.UserNamespace = &u

@@ -45,6 +45,9 @@ type SandboxResult struct {
 	// why a pod got none (the node has no pod CIDR), the first time.
 	// RuntimeConfig is set when the kubelet handed the runtime its Node's
 	// pod CIDR first, and the runtime wrote its network configuration.
+	// Handler is the runtime handler the sandbox runs with (its
+	// RuntimeClass's, or the default runc).
+	Handler       string
 	Network       *cni.Result
 	NetworkNote   string
 	RuntimeConfig *RuntimeConfig
@@ -103,7 +106,9 @@ type CreateResult struct {
 	Container    string
 	ContainerID  string
 	RestartCount int
-	Created      *runc.Created
+	// Handler is the runtime handler that created it (the sandbox's).
+	Handler string
+	Created *runc.Created
 	// PodCgroup is set when the pod's cgroup was missing and was made
 	// again before the container (it is made with the sandbox).
 	PodCgroup *PodCgroup
@@ -282,6 +287,23 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 		return nil, fmt.Errorf("%w: pod %s is being deleted: no sandbox for it", ErrOutOfOrder, podKey(pod))
 	}
 	res := &SandboxResult{Pod: podKey(pod), Sandbox: k.layout.observeSandbox(pod)}
+	// The kubelet resolves the pod's RuntimeClass to a handler, and the
+	// runtime looks the handler up: both before anything is made.
+	handler, err := k.lookupRuntimeHandler(ctx, pod)
+	if err != nil {
+		k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+		return res, errors.Join(fmt.Errorf("creating the sandbox of pod %s: %w", podKey(pod), err), k.report(ctx, pod, &res.Recording, nil))
+	}
+	h, _, err := k.sandboxRuntime(handler)
+	if err != nil {
+		k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", sandboxFailure(err))
+		var nh *runc.NoHandlerError
+		if errors.As(err, &nh) {
+			err = fmt.Errorf("%w (%s)", err, nh.Hint())
+		}
+		return res, errors.Join(fmt.Errorf("creating the sandbox of pod %s (RuntimeClass handler %q): %w", podKey(pod), handler, err), k.report(ctx, pod, &res.Recording, nil))
+	}
+	res.Handler = h.Name
 	// The pod's cgroup comes first, as the kubelet's syncPod makes it
 	// before it asks the runtime for a sandbox.
 	pc, err := k.ensurePodCgroup(ctx, pod)
@@ -297,6 +319,16 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 			return res, err
 		}
 		res.Sandbox, res.Created = sb, true
+	}
+	if res.Created || res.Sandbox.RuntimeHandler != h.Name {
+		if err := k.layout.writeSandboxRecord(pod.UID, h.Name); err != nil {
+			if res.Created {
+				_ = k.layout.removeSandbox(pod.UID)
+			}
+			k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+			return res, err
+		}
+		res.Sandbox.RuntimeHandler = h.Name
 	}
 	// The runtime attaches the pinned network namespace to the pod
 	// network (CNI ADD); a failure undoes the sandbox it just made.
@@ -507,7 +539,13 @@ func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container st
 	if pc.Created {
 		res.PodCgroup = pc
 	}
-	created, err := k.rt.Create(ctx, id, t.cs.Bundle)
+	// The sandbox's handler runs every container of the pod.
+	rt, err := k.podRuntime(pod.UID)
+	if err != nil {
+		return res, k.failed(ctx, pod, t, &res.Recording, StageCreate, ReasonCreateContainerError, err, errorEvent(err))
+	}
+	res.Handler = rt.Handler
+	created, err := rt.Create(ctx, id, t.cs.Bundle)
 	if err != nil {
 		return res, k.failed(ctx, pod, t, &res.Recording, StageCreate, ReasonCreateContainerError, err, errorEvent(err))
 	}
@@ -515,7 +553,7 @@ func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container st
 	res.Created = created
 	for _, r := range t.cs.Runs {
 		if r.RestartCount < t.restart-1 {
-			if _, err := k.rt.Delete(ctx, r.ID, true); err == nil {
+			if _, err := rt.Delete(ctx, r.ID, true); err == nil {
 				res.Removed = append(res.Removed, r.ID)
 			}
 		}
@@ -540,7 +578,7 @@ func (k *Kubelet) StartStage(ctx context.Context, pod *corev1.Pod, container str
 	}
 	res := &StartResult{Container: t.c.Name, ContainerID: l.ID, RestartCount: l.RestartCount, LogPath: l.LogPath}
 	defer func() { res.Took = time.Since(start) }()
-	state, err := k.rt.Start(ctx, l.ID)
+	state, err := k.runtimeOrDefault(pod.UID).Start(ctx, l.ID)
 	if err != nil {
 		return res, k.failed(ctx, pod, t, &res.Recording, StageStart, ReasonRunContainerError, err,
 			warning{"Failed", fmt.Sprintf("Error: failed to start container %q: %v", t.c.Name, err)})
@@ -588,8 +626,9 @@ func (k *Kubelet) KillStage(ctx context.Context, pod *corev1.Pod) (*KillResult, 
 			continue
 		}
 		k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Killing", "Stopping container "+cs.Name)
+		rt := k.runtimeOrDefault(pod.UID)
 		wg.Go(func() {
-			s := k.stop(ctx, cs.Name, l, res.GracePeriod)
+			s := k.stop(ctx, rt, cs.Name, l, res.GracePeriod)
 			mu.Lock()
 			res.Stopped = append(res.Stopped, s)
 			mu.Unlock()
@@ -609,13 +648,13 @@ func (k *Kubelet) KillStage(ctx context.Context, pod *corev1.Pod) (*KillResult, 
 }
 
 // stop stops one run: SIGTERM and the grace period, then SIGKILL.
-func (k *Kubelet) stop(ctx context.Context, name string, l *Run, grace time.Duration) Stopped {
+func (k *Kubelet) stop(ctx context.Context, rt *runc.Runtime, name string, l *Run, grace time.Duration) Stopped {
 	start := time.Now()
 	s := Stopped{Container: name, ContainerID: l.ID}
 	wait := func(d time.Duration) *runc.Exit {
 		wctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		ex, _ := k.rt.Wait(wctx, l.ID)
+		ex, _ := rt.Wait(wctx, l.ID)
 		return ex
 	}
 	signals := []string{"SIGTERM", "SIGKILL"}
@@ -623,7 +662,7 @@ func (k *Kubelet) stop(ctx context.Context, name string, l *Run, grace time.Dura
 		signals = signals[1:] // nothing of the app to be graceful with
 	}
 	for _, sig := range signals {
-		if err := k.rt.Kill(ctx, l.ID, sig); err != nil {
+		if err := rt.Kill(ctx, l.ID, sig); err != nil {
 			if ex := wait(100 * time.Millisecond); ex != nil {
 				s.Exit = ex
 				break
@@ -691,11 +730,12 @@ func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveRe
 		return res, err
 	}
 	var errs []error
+	rt := k.runtimeOrDefault(uid) // the sandbox's handler, read before its record goes
 	for _, r := range runs {
 		if r.name.UID != uid {
 			continue
 		}
-		d, err := k.rt.Delete(ctx, r.id, true)
+		d, err := rt.Delete(ctx, r.id, true)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -62,6 +63,41 @@ type Facts struct {
 	// Seccomp says whether the kernel has seccomp (the Seccomp: line of /proc/self/status).
 	Seccomp bool
 	Pigz    string // path of pigz, "" if absent
+	// Handlers are the other runtime handlers a node knows (runsc, crun)
+	// and whether each can run here.
+	Handlers []HandlerFacts
+}
+
+// HandlerFacts is what the doctor found of one runtime handler.
+type HandlerFacts struct {
+	Handler Handler
+	// Path is the binary found, Version the first line of its --version.
+	Path, Version string
+	// Err is why the handler cannot run here: its binary is missing
+	// (ErrRuntimeNotFound), or it refuses the host (ErrHybridCgroups).
+	Err error
+}
+
+// GatherHandlerFacts looks at each handler but the default (runc, which
+// the runtime checks are about) as a pod's sandbox would: its binary, its
+// version, and whether it accepts this host's cgroups (at cgroupRoot).
+func GatherHandlerFacts(ctx context.Context, handlers []Handler, cgroupRoot string) []HandlerFacts {
+	var out []HandlerFacts
+	for _, h := range handlers {
+		if h.Name == DefaultHandler {
+			continue
+		}
+		hf := HandlerFacts{Handler: h}
+		if p, err := exec.LookPath(h.Binary); err == nil {
+			hf.Path = p
+			if b, err := exec.CommandContext(ctx, p, "--version").Output(); err == nil {
+				hf.Version, _, _ = strings.Cut(string(b), "\n")
+			}
+		}
+		hf.Err = h.Preflight(cgroupRoot)
+		out = append(out, hf)
+	}
+	return out
 }
 
 // requiredNamespaces are the namespaces a Pod's containers get.
@@ -121,6 +157,7 @@ func GatherFacts(ctx context.Context, binary string) Facts {
 		f.Seccomp = bytes.Contains(b, []byte("\nSeccomp:"))
 	}
 	f.Pigz, _ = exec.LookPath("pigz")
+	f.Handlers = GatherHandlerFacts(ctx, DefaultHandlers(binary), CgroupMountRoot)
 	return f
 }
 
@@ -211,6 +248,23 @@ func Diagnose(f Facts) []Finding {
 	} else {
 		add("seccomp", StatusFail, "the kernel has no seccomp: containers cannot be confined to a syscall allow-list",
 			"use a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER")
+	}
+	for _, h := range f.Handlers {
+		check := "handler " + h.Handler.Name
+		var refusal *RefusalError
+		switch {
+		case errors.As(h.Err, &refusal):
+			add(check, StatusWarn, refusal.Error(),
+				fmt.Sprintf("pods of a RuntimeClass with handler %s fail with this reason in their FailedCreatePodSandBox event; boot with systemd.unified_cgroup_hierarchy=1 for pure cgroup v2, or use handler runc or runsc", h.Handler.Name))
+		case h.Err != nil:
+			fix := "apt-get install " + h.Handler.Package
+			if h.Handler.Package == "" {
+				fix = "install it, or point the handler elsewhere: podlab kubelet --runtime-handler " + h.Handler.Name + "=PATH"
+			}
+			add(check, StatusWarn, fmt.Sprintf("%s not installed (optional: pods of a RuntimeClass with handler %s cannot run)", h.Handler.Binary, h.Handler.Name), fix)
+		default:
+			add(check, StatusOK, fmt.Sprintf("%s: %s (a RuntimeClass's handler %s runs pods with it)", h.Path, h.Version, h.Handler.Name), "")
+		}
 	}
 	add("overlay", StatusOK, "not needed: podlab unpacks each image into a plain rootfs directory", "")
 	if f.Pigz != "" {

@@ -86,7 +86,17 @@ func goodFacts() runc.Facts {
 		Namespaces:  map[string]bool{"pid": true, "ipc": true, "uts": true, "mnt": true, "net": true, "cgroup": true, "user": true},
 		Seccomp:     true,
 		Pigz:        "/usr/bin/pigz",
+		Handlers: []runc.HandlerFacts{
+			{Handler: handler("runsc"), Path: "/usr/bin/runsc", Version: "runsc version 0.0~20221219.0"},
+			{Handler: handler("crun"), Path: "/usr/bin/crun", Version: "crun version 1.8.1",
+				Err: &runc.RefusalError{Msg: "crun 1.8.1 refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, /sys/fs/cgroup/unified): use runc or a pure cgroup v2 host"}},
+		},
 	}
+}
+
+func handler(name string) runc.Handler {
+	h, _ := runc.LookupHandler(runc.DefaultHandlers("runc"), name)
+	return h
 }
 
 func TestDiagnose(t *testing.T) {
@@ -118,6 +128,12 @@ func TestDiagnose(t *testing.T) {
 		{"no cgroup namespace", func(f *runc.Facts) { delete(f.Namespaces, "cgroup") }, "namespaces", runc.StatusFail, "cgroup", true},
 		{"no seccomp", func(f *runc.Facts) { f.Seccomp = false }, "seccomp", runc.StatusFail, "CONFIG_SECCOMP", true},
 		{"no pigz", func(f *runc.Facts) { f.Pigz = "" }, "pigz", runc.StatusWarn, "apt-get install pigz", false},
+		{"runsc installed", func(*runc.Facts) {}, "handler runsc", runc.StatusOK, "runsc version 0.0~20221219.0", false},
+		{"crun on a hybrid host", func(*runc.Facts) {}, "handler crun", runc.StatusWarn,
+			"crun 1.8.1 refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, /sys/fs/cgroup/unified): use runc or a pure cgroup v2 host", false},
+		{"crun not installed", func(f *runc.Facts) {
+			f.Handlers[1].Err, f.Handlers[1].Path = runc.ErrRuntimeNotFound, ""
+		}, "handler crun", runc.StatusWarn, "apt-get install crun", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,6 +179,21 @@ func TestDoctor_Host(t *testing.T) {
 	}
 	if os.Geteuid() == 0 && fs[0].Status != runc.StatusOK {
 		t.Errorf("root finding = %+v as root", fs[0])
+	}
+	// crun: on a host whose cgroups it refuses, the one line that says why
+	if mode, err := runc.CgroupModeAt(runc.CgroupMountRoot); err == nil && mode == runc.CgroupHybridWithControllers {
+		found := false
+		for _, f := range fs {
+			if f.Check == "handler crun" {
+				found = true
+				if f.Status != runc.StatusWarn || !strings.Contains(f.Detail, "refuses hosts with hybrid cgroups") && !strings.Contains(f.Detail, "not installed") {
+					t.Errorf("crun on this hybrid host: %+v", f)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no crun finding")
+		}
 	}
 	if missing := runc.Doctor(context.Background(), "/nonexistent/runc"); !runc.Failed(missing) {
 		t.Errorf("Doctor with a missing runtime did not fail")

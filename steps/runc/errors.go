@@ -36,3 +36,20 @@ var (
 	// removed, or an older podlab ran it in the foreground without one).
 	ErrNoLog = errors.New("container has no log file")
 )
+
+// Errors about runtime handlers (RuntimeClass's .handler), found before
+// anything of a pod is made.
+var (
+	// ErrNoHandler means a handler name the node has no runtime for; a
+	// *NoHandlerError says which.
+	ErrNoHandler = errors.New("runtime handler not configured")
+
+	// ErrInvalidHandler means a --runtime-handler that is not NAME=PATH
+	// with a DNS-label name.
+	ErrInvalidHandler = errors.New("invalid runtime handler")
+
+	// ErrHybridCgroups means the handler's runtime refuses this host's
+	// cgroups: crun runs no container on a hybrid host whose cgroup v2
+	// mount has controllers.
+	ErrHybridCgroups = errors.New("runtime refuses this host's cgroups")
+)

@@ -71,6 +71,16 @@ type Runtime struct {
 	Shim []string
 	// OnCommand, when set, receives every runtime command line before it runs.
 	OnCommand func(argv []string)
+	// Handler is the name of the handler this runtime plays (see
+	// NewRuntime); empty is runc's. Args are global flags put after --root
+	// on every command line (runsc's --network).
+	Handler string
+	Args    []string
+	// StateLayout and FifoLayout are where the runtime keeps a container's
+	// state and its exec fifo under Root, "<id>" standing for the ID (see
+	// Handler.State); empty StateLayout is runc's, <id>/state.json, and
+	// with it empty FifoLayout is runc's <id>/exec.fifo.
+	StateLayout, FifoLayout string
 }
 
 // IO is the standard input and outputs of a process run in the foreground.
@@ -133,19 +143,55 @@ func (r *Runtime) ExitPath(id string) string {
 	return filepath.Join(r.ContainerDir(id), "exit.json")
 }
 
-// StateFile is runc's record of the container.
+// StateFile is runc's record of the container (or another runtime's).
 func (r *Runtime) StateFile(id string) string {
-	return filepath.Join(r.RootDir(), id, "state.json")
+	layout := r.StateLayout
+	if layout == "" {
+		layout = runcStateFile
+	}
+	return filepath.Join(r.RootDir(), strings.ReplaceAll(layout, "<id>", id))
 }
 
 // ExecFifo is the fifo a created container's init process blocks on until
-// `runc start` opens it.
+// `runc start` opens it; "" for a runtime that has none (runsc).
 func (r *Runtime) ExecFifo(id string) string {
-	return filepath.Join(r.RootDir(), id, "exec.fifo")
+	layout := r.FifoLayout
+	if layout == "" && r.StateLayout == "" {
+		layout = runcFifoFile
+	}
+	if layout == "" {
+		return ""
+	}
+	return filepath.Join(r.RootDir(), strings.ReplaceAll(layout, "<id>", id))
+}
+
+// startedPath marks a container Start started, for the runtimes without an
+// exec fifo to tell created from running.
+func (r *Runtime) startedPath(id string) string {
+	return filepath.Join(r.ContainerDir(id), "started")
+}
+
+// Created reports whether the container is created and not started: its
+// exec fifo exists (runc, crun), or, for a runtime without one, the runtime
+// knows it and Start has not run.
+func (r *Runtime) Created(id string) bool {
+	if _, err := os.Stat(r.ExitPath(id)); err == nil {
+		return false
+	}
+	if fifo := r.ExecFifo(id); fifo != "" {
+		_, err := os.Stat(fifo)
+		return err == nil
+	}
+	if _, err := os.Stat(r.StateFile(id)); err != nil {
+		return false
+	}
+	_, err := os.Stat(r.startedPath(id))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 func (r *Runtime) argv(args ...string) []string {
-	return append([]string{r.Binary, "--root", r.RootDir()}, args...)
+	argv := append([]string{r.Binary, "--root", r.RootDir()}, r.Args...)
+	return append(argv, args...)
 }
 
 func (r *Runtime) report(argv []string) {
@@ -294,6 +340,9 @@ func (r *Runtime) claim(id, bundle string, detached bool) (*record, error) {
 	if err := os.MkdirAll(filepath.Dir(r.ContainerDir(id)), 0o711); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(r.RootDir(), 0o711); err != nil {
+		return nil, err
+	}
 	if r.ranAndRemoved(id) {
 		// a finished foreground run: runc removed it, the ID is free
 		if err := os.RemoveAll(r.ContainerDir(id)); err != nil {
@@ -417,6 +466,9 @@ func (r *Runtime) Start(ctx context.Context, id string) (*State, error) {
 		return nil, err
 	}
 	if _, err := r.output(ctx, "start", id); err != nil {
+		return nil, fmt.Errorf("starting container %s: %w", id, err)
+	}
+	if err := os.WriteFile(r.startedPath(id), nil, 0o644); err != nil {
 		return nil, fmt.Errorf("starting container %s: %w", id, err)
 	}
 	return r.State(ctx, id)
@@ -669,7 +721,7 @@ func (r *Runtime) State(ctx context.Context, id string) (*State, error) {
 		}
 		st.Status, st.Pid, st.Bundle, st.Created = rs.Status, rs.Pid, rs.Bundle, rs.Created
 		st.StateFile = r.StateFile(id)
-		if rs.Status == "created" {
+		if rs.Status == "created" && r.ExecFifo(id) != "" {
 			st.ExecFifo = r.ExecFifo(id)
 		}
 	}
@@ -868,7 +920,10 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) (*Deleted, 
 			}
 			return nil, fmt.Errorf("deleting container %s: %w%s", id, err, hint)
 		}
-		d.StateDir = filepath.Join(r.RootDir(), id)
+		d.StateDir = r.StateFile(id)
+		if rel, _ := filepath.Rel(r.RootDir(), d.StateDir); strings.Contains(rel, "/") {
+			d.StateDir = filepath.Join(r.RootDir(), strings.SplitN(rel, "/", 2)[0])
+		}
 	}
 	waitGone(ctx, readPid(filepath.Join(r.ContainerDir(id), "shim.pid")), 10*time.Second)
 	if _, b := r.exists(id); b {

@@ -29,6 +29,10 @@ var (
 	// 0 to 4294967294 (4294967295 is (uid_t)-1, "no id" to the kernel).
 	ErrIDOutOfRange = errors.New("user or group id out of range")
 
+	// ErrInvalidOCIVersion is returned for an ociVersion that is not a
+	// runtime-spec 1.x version (WithOCIVersion).
+	ErrInvalidOCIVersion = errors.New("invalid ociVersion")
+
 	// ErrInvalidUser is returned for a user string that is not one of
 	// name, uid, uid:gid, name:group, uid:group.
 	ErrInvalidUser = errors.New("invalid user")

@@ -397,3 +397,24 @@ func setResources(s *specs.Spec) {
 		s.Linux.Resources = &specs.LinuxResources{}
 	}
 }
+
+// WithOCIVersion sets ociVersion, the runtime-spec version config.json
+// claims to follow, for an OCI runtime that refuses podlab's own (crun
+// 1.8.1 accepts up to 1.1 and says "unknown version specified" to 1.3.0).
+// The fields podlab writes are all in runtime-spec 1.0. version is
+// MAJOR.MINOR.PATCH with an optional -suffix (runsc's "1.0.2-dev").
+func WithOCIVersion(version string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
+		core, _, _ := strings.Cut(version, "-")
+		parts := strings.Split(core, ".")
+		ok := len(parts) == 3
+		for _, p := range parts {
+			ok = ok && p != "" && strings.Trim(p, "0123456789") == ""
+		}
+		if !ok || !strings.HasPrefix(version, "1.") {
+			return fmt.Errorf("%w %q: want a runtime-spec 1.x version, MAJOR.MINOR.PATCH (e.g. 1.0.0)", ErrInvalidOCIVersion, version)
+		}
+		s.Version = version
+		return nil
+	}
+}

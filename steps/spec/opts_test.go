@@ -551,3 +551,34 @@ func TestWithOOMScoreAdj_Refused(t *testing.T) {
 		}
 	}
 }
+
+func TestWithOCIVersion_EmptySpec(t *testing.T) {
+	for _, v := range []string{"1.0.0", "1.1.0", "1.0.2-dev"} {
+		s := mustApplyEmpty(t, WithOCIVersion(v))
+		if s.Version != v {
+			t.Errorf("WithOCIVersion(%q): ociVersion = %q", v, s.Version)
+		}
+	}
+}
+
+func TestWithOCIVersion_Bad(t *testing.T) {
+	for name, v := range map[string]string{
+		"empty":         "",
+		"two parts":     "1.0",
+		"not a number":  "1.x.0",
+		"major 2":       "2.0.0",
+		"leading v":     "v1.0.0",
+		"empty segment": "1..0",
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := &specs.Spec{Version: specs.Version}
+			err := WithOCIVersion(v)(context.Background(), nil, nil, s)
+			if !errors.Is(err, ErrInvalidOCIVersion) {
+				t.Fatalf("err = %v, want ErrInvalidOCIVersion", err)
+			}
+			if s.Version != specs.Version {
+				t.Errorf("ociVersion changed to %q on bad input", s.Version)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@
 //	  content/                          podlab pull's content store (an OCI image layout)
 //	  bundles/<name>/                   podlab unpack's bundles: rootfs/ and config.json
 //	  runc/<id>/                        runc --root of `podlab runc` containers
+//	  runtimes/<handler>/               the --root of another runtime handler's (runsc, crun)
 //	  containers/<id>/                  their log, exit code and shim files
 //	  registry/                         the in-process registry's blobs
 //	  demo-images/                      `make images` (kept by reset, removed by reset --all)
@@ -27,7 +28,8 @@
 //	    pods/                           its pods' logs (the sandboxes' log_directory)
 //	  certs.d/<host>/hosts.toml         the registry mirrors (the lab registry) containerd pulls through
 //	  nodes/<node>/                     one kubelet's runtime, as if on its own machine:
-//	    content/ runc/ containers/      as above, the node's own
+//	    content/ runc/ runtimes/ containers/   as above, the node's own
+//	    pods/<pod-uid>/sandbox.json     the sandbox's runtime handler (RuntimeClass)
 //	    bundles/<pod-uid>/<container>/  the pods' bundles
 //	    pods/<pod-uid>/volumes/...      the pods' volumes
 //	    pods/<pod-uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts

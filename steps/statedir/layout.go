@@ -22,6 +22,7 @@ const (
 	contentDir    = "content"
 	bundlesDir    = "bundles"
 	runcDir       = "runc"
+	runtimesDir   = "runtimes"
 	containersDir = "containers"
 	registryDir   = "registry"
 	demoImagesDir = "demo-images"
@@ -144,7 +145,7 @@ func (l Layout) Nodes() ([]Node, error) {
 
 // ResetEntries are the top-level entries podlab reset removes.
 func ResetEntries() []string {
-	return []string{nodesDir, containersDir, runcDir, bundlesDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir, labDir, containerdDir, certsDir}
+	return []string{nodesDir, containersDir, runcDir, runtimesDir, bundlesDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir, labDir, containerdDir, certsDir}
 }
 
 // KeptEntries are the top-level entries reset keeps unless --all: they
@@ -219,6 +220,17 @@ type Runtime struct {
 
 // RuncRoot is runc's --root: runc/<id>/state.json.
 func (r Runtime) RuncRoot() string { return filepath.Join(r.Dir, runcDir) }
+
+// HandlerRoot is the --root of the OCI runtime of a runtime handler: runc's
+// is RuncRoot; another's, runtimes/<handler> (runsc keeps
+// <id>_sandbox:<id>.state there, crun <id>/status), so no two runtimes
+// read each other's state.
+func (r Runtime) HandlerRoot(handler string) string {
+	if handler == "" || handler == "runc" {
+		return r.RuncRoot()
+	}
+	return filepath.Join(r.Dir, runtimesDir, handler)
+}
 
 // ContainersDir holds podlab's per-container files.
 func (r Runtime) ContainersDir() string { return filepath.Join(r.Dir, containersDir) }
@@ -311,6 +323,11 @@ func (n Node) PodsDir() string { return filepath.Join(n.Dir, podsDir) }
 
 // PodDir holds a pod's volumes, as /var/lib/kubelet/pods/<uid>.
 func (n Node) PodDir(uid string) string { return filepath.Join(n.PodsDir(), uid) }
+
+// SandboxRecord is what the runtime records of a pod's sandbox: the
+// runtime handler it was made with, which every container of the pod, and
+// their kill and removal, use too.
+func (n Node) SandboxRecord(uid string) string { return filepath.Join(n.PodDir(uid), "sandbox.json") }
 
 // EmptyDir is the directory of an emptyDir volume.
 func (n Node) EmptyDir(uid, volume string) string {

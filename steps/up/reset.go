@@ -320,14 +320,40 @@ func runtimes(layout statedir.Layout, opts ResetOptions) []*runc.Runtime {
 	}
 	var rts []*runc.Runtime
 	for _, d := range dirs {
+		// The other handlers' first (a pod of RuntimeClass gvisor): only
+		// its own runtime can stop a runsc sandbox.
+		for _, h := range runc.DefaultHandlers(opts.Runtime) {
+			if h.Name == runc.DefaultHandler {
+				continue
+			}
+			if _, err := os.Stat(d.HandlerRoot(h.Name)); err == nil {
+				rt := runc.NewRuntime(h, d.HandlerRoot(h.Name), d.Dir)
+				rt.CgroupParent, rt.OnCommand = d.CgroupParent, opts.OnCommand
+				rts = append(rts, rt)
+			}
+		}
 		rts = append(rts, &runc.Runtime{Binary: opts.Runtime, Root: d.RuncRoot(), StateDir: d.Dir,
 			CgroupParent: d.CgroupParent, OnCommand: opts.OnCommand})
 	}
 	return rts
 }
 
-// containerIDs are the containers runc or podlab knows under rt.
+// containerIDs are the containers runc or podlab knows under rt; for
+// another handler's runtime, those of podlab's that it knows.
 func containerIDs(rt *runc.Runtime) ([]string, error) {
+	if rt.Handler != "" && rt.Handler != runc.DefaultHandler {
+		ents, err := os.ReadDir((statedir.Runtime{Dir: rt.StateDir}).ContainersDir())
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		var ids []string
+		for _, e := range ents {
+			if _, err := os.Stat(rt.StateFile(e.Name())); err == nil {
+				ids = append(ids, e.Name())
+			}
+		}
+		return ids, nil
+	}
 	seen := map[string]bool{}
 	var ids []string
 	for _, d := range []string{rt.RootDir(), (statedir.Runtime{Dir: rt.StateDir}).ContainersDir()} {
