@@ -277,7 +277,7 @@ func TestRuntime_Runsc_Lifecycle(t *testing.T) {
 	// gVisor's Sentry and gofer live in the container's cgroup, with the
 	// app: the test bundle's pids.max of 32 and half a CPU are the app's
 	// budget under runc, not enough for a Go kernel's threads under load
-	// (it died at start with "failed to create new OS thread", exit 2).
+	// (under load it stopped right after start, or exited 2 instead of 7).
 	b := bundle(t, id, "sleep")
 	setResources(t, b, func(res *specs.LinuxResources) { res.Pids, res.CPU = nil, nil })
 	if _, err := r.Create(ctx, id, b); err != nil {
