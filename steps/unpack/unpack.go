@@ -41,8 +41,24 @@ type Options struct {
 	// directory the layers are applied into and the number of layers.
 	Start func(tmpDir string, layers int)
 
-	// Progress, if set, is called after each layer is applied and verified.
+	// Progress, if set, is called after each layer is applied and verified
+	// (with the overlayfs snapshotter: once every layer is committed, in
+	// order, reused ones too).
 	Progress func(LayerResult)
+
+	// Snapshotter is how the rootfs is made: Native (the zero value) applies
+	// every layer into the bundle's own rootfs/; Overlayfs unpacks only the
+	// layers Snapshots has no committed snapshot of, then mounts the rootfs
+	// as an overlay of them with an upper directory of its own. With Shift
+	// set, Overlayfs falls back to Native (Result.Fallback says so).
+	Snapshotter Snapshotter
+
+	// Snapshots is the snapshots directory Overlayfs uses.
+	Snapshots *Snapshots
+
+	// Key names the container's active snapshot in the index (the kubelet:
+	// <pod uid>/<container>); the bundle's path when empty.
+	Key string
 
 	// readAhead is how many chunks decompression may run ahead of
 	// archive.Apply; 0 means maxChunks. Tests make it small.
@@ -123,6 +139,11 @@ type LayerResult struct {
 	// Chrooted: archive.Apply ran on a thread whose root directory was the
 	// rootfs, so the kernel confined the layer's paths too (as root only).
 	Chrooted bool
+	// Snapshot is the committed snapshot that holds the layer (overlayfs),
+	// and Reused tells that it was there already: nothing was unpacked
+	// (only Index, Digest, DiffID, MediaType and Snapshot are then set).
+	Snapshot int
+	Reused   bool
 	Counts
 	Duration time.Duration
 }
@@ -135,7 +156,14 @@ type Result struct {
 	Layers   []LayerResult
 	Total    Counts // the sum over Layers
 	// Shifted is what Options.Shift changed; nil without it.
-	Shifted  *ShiftResult
+	Shifted *ShiftResult
+	// Snapshotter is the one that made the rootfs; Fallback says why it is
+	// Native when Overlayfs was asked for.
+	Snapshotter Snapshotter
+	Fallback    string
+	// Snapshot is the overlay mount of the rootfs and where its snapshots
+	// are (overlayfs only; also in <bundle>/snapshot.json).
+	Snapshot *BundleSnapshot
 	Duration time.Duration
 }
 
@@ -177,6 +205,26 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		return nil, fmt.Errorf("%w: the manifest lists %d layers, the config's rootfs.diff_ids %d",
 			ErrLayerCount, len(layers), len(diffIDs))
 	}
+	if len(layers) > MaxLayers {
+		return nil, fmt.Errorf("%w: the image has %d layers, podlab unpacks at most %d (Docker's limit): "+
+			"overlayfs stacks at most 500 lower directories and mount(2) takes its options in one 4096-byte page, "+
+			"which is why snapshots are named by short numbers; flatten the image (fewer RUN steps, or a squashed build)",
+			ErrTooManyLayers, len(layers), MaxLayers)
+	}
+	snapshotter := opts.Snapshotter
+	if snapshotter == "" {
+		snapshotter = Native
+	}
+	if _, err := ParseSnapshotter(string(snapshotter)); err != nil {
+		return nil, err
+	}
+	var fallback string
+	if snapshotter == Overlayfs && opts.Shift != nil {
+		snapshotter, fallback = Native, "the pod has its own user namespace (hostUsers: false): its rootfs is a copy chowned into the namespace's ids, which shared snapshots cannot be"
+	}
+	if snapshotter == Overlayfs && opts.Snapshots == nil {
+		return nil, fmt.Errorf("%w: the overlayfs snapshotter needs one", ErrNoSnapshots)
+	}
 
 	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the bundle's parent directory: %w", err)
@@ -207,6 +255,19 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		applyOpts = append(applyOpts, archive.WithNoSameOwner())
 	}
 	ctx = quietLogs(ctx)
+
+	if snapshotter == Overlayfs {
+		if opts.Start != nil {
+			opts.Start(tmp, len(layers))
+		}
+		res, err := unpackOverlay(ctx, layers, diffIDs, tmp, bundle, exists, applyOpts, opts)
+		if err != nil {
+			return nil, err
+		}
+		done = true
+		res.Duration = time.Since(start)
+		return res, nil
+	}
 
 	// Layer i+1 is opened while layer i is applied, and starts decompressing
 	// as soon as layer i is all decompressed.
@@ -243,7 +304,7 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	if opts.Start != nil {
 		opts.Start(tmp, len(layers))
 	}
-	res := &Result{Bundle: bundle, RootFS: filepath.Join(bundle, "rootfs")}
+	res := &Result{Bundle: bundle, RootFS: filepath.Join(bundle, "rootfs"), Snapshotter: Native, Fallback: fallback}
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("unpacking stopped before layer %d of %d: %w", i+1, len(layers), err)
@@ -285,6 +346,37 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	done = true
 	res.Replaced = replaced
 	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// unpackOverlay commits the layers' snapshots, mounts the container's
+// overlay on tmp/rootfs and moves tmp into place as the bundle.
+func unpackOverlay(ctx context.Context, layers []v1.Layer, diffIDs []v1.Hash, tmp, bundle string, exists bool, applyOpts []archive.ApplyOpt, opts Options) (*Result, error) {
+	snaps := opts.Snapshots
+	ids, lrs, err := snaps.commitLayers(ctx, layers, diffIDs, applyOpts, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("unpacking stopped after the last layer: %w", err)
+	}
+	res := &Result{Bundle: bundle, RootFS: filepath.Join(bundle, "rootfs"), Snapshotter: Overlayfs, Layers: lrs}
+	for _, lr := range lrs {
+		res.Total.add(lr.Counts)
+	}
+	key := opts.Key
+	if key == "" {
+		key = bundle
+	}
+	if res.Snapshot, err = snaps.mountRootfs(tmp, bundle, key, ids); err != nil {
+		return nil, err
+	}
+	replaced, err := install(tmp, bundle, exists)
+	if err != nil {
+		_ = RemoveBundle(tmp)
+		return nil, err
+	}
+	res.Replaced = replaced
 	return res, nil
 }
 

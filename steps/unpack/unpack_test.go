@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,6 +29,9 @@ type want struct {
 	total    Counts                 // Bytes is checked separately
 	compress map[int]string         // layer index -> Compression
 	modes    map[string]fs.FileMode // path -> permission bits
+	// overlayErr: the overlayfs snapshotter refuses the image with an
+	// error saying this, as containerd's does.
+	overlayErr string
 }
 
 func TestUnpack_Layers(t *testing.T) {
@@ -119,6 +123,10 @@ func TestUnpack_Layers(t *testing.T) {
 				files: map[string]string{"usr/bin/b": "x", "usr/bin/c": "x"},
 				same:  [][2]string{{"usr/bin/a", "usr/bin/b"}, {"usr/bin/a", "usr/bin/c"}, {"usr/bin/a", "usr/bin/d"}},
 				total: Counts{Files: 1, Dirs: 1, Hardlinks: 3},
+				// Each snapshot holds only its own layer: a link to a lower
+				// layer's file has nothing to link to (containerd's overlay
+				// applier and Docker's overlay2 refuse it too).
+				overlayErr: "link /usr/bin/a /usr/bin/c: no such file or directory",
 			},
 		},
 		{
@@ -153,14 +161,64 @@ func TestUnpack_Layers(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		for _, sn := range []Snapshotter{Native, Overlayfs} {
+			t.Run(string(sn)+"/"+tt.name, func(t *testing.T) {
+				testLayers(t, sn, tt.layers(t), tt.want)
+			})
+		}
+	}
+}
+
+// withSnapshots are the Options that unpack with sn into the sandbox: for
+// overlayfs, a snapshots directory in it, and the rootfs unmounted and its
+// snapshot removed when the test ends.
+func (s *sandbox) withSnapshots(t *testing.T, sn Snapshotter, opts Options) Options {
+	t.Helper()
+	opts.Snapshotter = sn
+	if sn == Overlayfs {
+		testenv.RequireRoot(t) // mount(2)
+		// Not in t.TempDir(): subtest names put commas in it, which
+		// overlay's mount options cannot hold.
+		dir, err := os.MkdirTemp("", "podlab-snapshots-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		snaps, err := OpenSnapshots(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Snapshots = snaps
+		t.Cleanup(func() {
+			if err := RemoveBundle(s.bundle); err != nil {
+				t.Errorf("RemoveBundle: %v", err)
+			}
+		})
+	}
+	return opts
+}
+
+func testLayers(t *testing.T, sn Snapshotter, layers []v1.Layer, w want) {
+	t.Helper()
+	{
+		{
 			s := newSandbox(t)
-			layers := tt.layers(t)
+			tt := struct{ want want }{w}
 			img := imageOf(t, layers...)
 			var progress []LayerResult
-			res, err := Unpack(context.Background(), img, s.bundle, Options{Progress: func(lr LayerResult) { progress = append(progress, lr) }})
+			res, err := Unpack(context.Background(), img, s.bundle, s.withSnapshots(t, sn, Options{Progress: func(lr LayerResult) { progress = append(progress, lr) }}))
+			if w.overlayErr != "" && sn == Overlayfs {
+				if err == nil || !strings.Contains(err.Error(), w.overlayErr) {
+					t.Fatalf("Unpack: %v, want an error with %q", err, w.overlayErr)
+				}
+				s.checkNoBundle(t)
+				return
+			}
 			if err != nil {
 				t.Fatalf("Unpack: %v", err)
+			}
+			if res.Snapshotter != sn {
+				t.Errorf("Result.Snapshotter = %q, want %q", res.Snapshotter, sn)
 			}
 			s.checkUntouched(t)
 			checkBundleDir(t, s, res)
@@ -198,7 +256,7 @@ func TestUnpack_Layers(t *testing.T) {
 			if got != tt.want.total {
 				t.Errorf("Total = %+v, want %+v", got, tt.want.total)
 			}
-		})
+		}
 	}
 }
 
@@ -235,8 +293,16 @@ func checkBundleDir(t *testing.T, s *sandbox, res *Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(des) != 1 || des[0].Name() != "rootfs" {
-		t.Errorf("the bundle holds %v, want only rootfs", des)
+	want := []string{"rootfs"}
+	if res.Snapshotter == Overlayfs {
+		want = []string{"rootfs", "snapshot.json"}
+	}
+	var got []string
+	for _, de := range des {
+		got = append(got, de.Name())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the bundle holds %v, want %v", got, want)
 	}
 }
 
