@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -553,6 +554,9 @@ func TestUnpack_Failures(t *testing.T) {
 		ctx     func() context.Context
 		wantErr error
 		wantMsg []string
+		// committed is how many snapshots the overlayfs snapshotter
+		// commits: the layers below the one that fails.
+		committed int
 	}{
 		{
 			name: "diff_id mismatch",
@@ -563,8 +567,9 @@ func TestUnpack_Failures(t *testing.T) {
 					return ids
 				})
 			},
-			wantErr: ErrDiffIDMismatch,
-			wantMsg: []string{"layer 2 of 2", "sha256:" + strings.Repeat("ab", 32)},
+			wantErr:   ErrDiffIDMismatch,
+			wantMsg:   []string{"layer 2 of 2", "sha256:" + strings.Repeat("ab", 32)},
+			committed: 1,
 		},
 		{
 			name: "more diff_ids than layers",
@@ -579,7 +584,8 @@ func TestUnpack_Failures(t *testing.T) {
 			image: func(t *testing.T) v1.Image {
 				return imageOf(t, gz(t, file("a", "a")), static.NewLayer([]byte(notTar), types.OCIUncompressedLayer))
 			},
-			wantMsg: []string{"layer 2 of 2"},
+			wantMsg:   []string{"layer 2 of 2"},
+			committed: 1,
 		},
 		{
 			name: "a gzip layer that is not a tar",
@@ -598,6 +604,33 @@ func TestUnpack_Failures(t *testing.T) {
 			},
 		},
 		{
+			name: "a layer that fails half-way, above a good one and below another",
+			image: func(t *testing.T) v1.Image {
+				var entries []entry
+				for i := range 64 {
+					entries = append(entries, file(fmt.Sprintf("half/f%02d", i), strings.Repeat("x", 4096)))
+				}
+				good := gz(t, entries...)
+				rc, _ := good.Compressed()
+				b, _ := io.ReadAll(rc)
+				return imageOf(t, gz(t, file("below", "b")), static.NewLayer(b[:len(b)/2], types.OCILayer), gz(t, file("above", "a")))
+			},
+			wantMsg:   []string{"layer 2 of 3"},
+			committed: 1,
+		},
+		{
+			name: "more layers than a snapshotter stacks",
+			image: func(t *testing.T) v1.Image {
+				layers := make([]v1.Layer, MaxLayers+1)
+				for i := range layers {
+					layers[i] = gz(t, file(fmt.Sprintf("l%d", i), ""))
+				}
+				return imageOf(t, layers...)
+			},
+			wantErr: ErrTooManyLayers,
+			wantMsg: []string{"126 layers", "at most 125", "4096-byte page", "500 lower directories"},
+		},
+		{
 			name:    "a cancelled context",
 			image:   func(t *testing.T) v1.Image { return imageOf(t, gz(t, file("a", "a"))) },
 			ctx:     func() context.Context { ctx, cancel := context.WithCancel(context.Background()); cancel(); return ctx },
@@ -605,28 +638,68 @@ func TestUnpack_Failures(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newSandbox(t)
-			ctx := context.Background()
-			if tt.ctx != nil {
-				ctx = tt.ctx()
-			}
-			res, err := Unpack(ctx, tt.image(t), s.bundle, Options{})
-			if err == nil {
-				t.Fatalf("Unpack succeeded (%+v), want an error", res.Total)
-			}
-			t.Logf("error: %v", err)
-			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
-				t.Errorf("error %v, want %v", err, tt.wantErr)
-			}
-			for _, m := range tt.wantMsg {
-				if !strings.Contains(err.Error(), m) {
-					t.Errorf("error %q should mention %q", err, m)
+		for _, sn := range []Snapshotter{Native, Overlayfs} {
+			t.Run(string(sn)+"/"+tt.name, func(t *testing.T) {
+				s := newSandbox(t)
+				ctx := context.Background()
+				if tt.ctx != nil {
+					ctx = tt.ctx()
 				}
-			}
-			s.checkUntouched(t)
-			s.checkNoBundle(t)
-		})
+				opts := s.withSnapshots(t, sn, Options{})
+				res, err := Unpack(ctx, tt.image(t), s.bundle, opts)
+				if sn == Overlayfs {
+					checkCommitted(t, opts.Snapshots, tt.committed)
+				}
+				if err == nil {
+					t.Fatalf("Unpack succeeded (%+v), want an error", res.Total)
+				}
+				t.Logf("error: %v", err)
+				if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+					t.Errorf("error %v, want %v", err, tt.wantErr)
+				}
+				for _, m := range tt.wantMsg {
+					if !strings.Contains(err.Error(), m) {
+						t.Errorf("error %q should mention %q", err, m)
+					}
+				}
+				s.checkUntouched(t)
+				s.checkNoBundle(t)
+			})
+		}
+	}
+}
+
+// checkCommitted checks that the snapshots directory holds n committed
+// snapshots, numbered 1 to n, and nothing else: no active snapshot, no
+// tmp-* directory of a layer that was not committed.
+func checkCommitted(t *testing.T, snaps *Snapshots, n int) {
+	t.Helper()
+	ix, err := snaps.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range n {
+		want = append(want, strconv.Itoa(i+1))
+		if i < len(ix) && ix[i].Kind != Committed {
+			t.Errorf("snapshot %d is %s, want committed", ix[i].ID, ix[i].Kind)
+		}
+	}
+	if len(ix) != n {
+		t.Errorf("the index lists %d snapshots, want %d committed: %+v", len(ix), n, ix)
+	}
+	des, err := os.ReadDir(snaps.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, de := range des {
+		if de.Name() != "index" && de.Name() != "lock" {
+			got = append(got, de.Name())
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the snapshots directory holds %v, want %v (a layer that failed is never committed, and leaves no tmp-*)", got, want)
 	}
 }
 
