@@ -1,14 +1,10 @@
 package unpack
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -266,63 +262,34 @@ func (s *Snapshots) commitLayers(ctx context.Context, layers []v1.Layer, diffIDs
 }
 
 // applySnapshotLayer applies one layer into fsDir, an empty directory,
-// keeping whiteouts as overlay whiteouts, and checks its diff_id. The
-// layer is decompressed and hashed in the calling goroutine: layers are
-// applied in parallel, one per core, so nothing would be gained by a
-// goroutine more per layer.
+// keeping whiteouts as overlay whiteouts, and checks its diff_id. As in
+// Unpack, the layer is decompressed and hashed by a goroutine of its own
+// ahead of archive.Apply, into a read-ahead of its own (snapshotReadAhead
+// chunks: layers are applied in parallel).
 func applySnapshotLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash, applyOpts []archive.ApplyOpt) (LayerResult, error) {
-	start := time.Now()
 	var lr LayerResult
 	var err error
 	if lr.Digest, err = l.Digest(); err != nil {
 		return lr, fmt.Errorf("reading the layer digest: %w", err)
 	}
-	if lr.MediaType, err = l.MediaType(); err != nil {
-		return lr, fmt.Errorf("reading the layer media type: %w", err)
-	}
-	if want.Algorithm != "sha256" {
-		return lr, fmt.Errorf("diff_id %s: only sha256 diff_ids are supported", want)
-	}
-	rc, err := l.Compressed()
+	ra, err := newReadAhead(snapshotReadAhead)
 	if err != nil {
-		return lr, fmt.Errorf("opening the layer blob: %w", err)
-	}
-	defer rc.Close()
-	counted := &countingReader{r: rc}
-	dr, err := decompress(counted)
-	if err != nil {
-		return lr, fmt.Errorf("starting to decompress the layer: %w", err)
-	}
-	defer dr.Close()
-	lr.Compression = compressionName(dr.GetCompression())
-	h := sha256.New()
-	tarBytes := &countingReader{r: io.TeeReader(dr, h)}
-	br := bufio.NewReaderSize(tarBytes, 64<<10)
-
-	opts := append([]archive.ApplyOpt{
-		archive.WithFilter(lr.Counts.count),
-		archive.WithConvertWhiteout(archive.OverlayConvertWhiteout),
-	}, applyOpts...)
-	if err := inRoot(fsDir, func(root string) error {
-		lr.Chrooted = root != fsDir
-		_, err := archive.Apply(ctx, root, br, opts...)
-		return err
-	}); err != nil {
 		return lr, err
 	}
-	// The tar's padding after its end marker is part of the diff_id.
-	if _, err := io.Copy(io.Discard, br); err != nil {
-		return lr, fmt.Errorf("reading the end of the layer: %w", err)
+	defer ra.release()
+	st, err := openLayer(l, ra, nil)
+	if err != nil {
+		return lr, err
 	}
-	lr.DiffID = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}
-	lr.Bytes, lr.Compressed = tarBytes.n, counted.n
-	lr.Duration = time.Since(start)
-	if lr.DiffID != want {
-		return lr, fmt.Errorf("%w: the image config says its uncompressed tar is %s, it hashes to %s",
-			ErrDiffIDMismatch, want, lr.DiffID)
-	}
-	return lr, nil
+	defer st.close()
+	opts := append([]archive.ApplyOpt{archive.WithConvertWhiteout(archive.OverlayConvertWhiteout)}, applyOpts...)
+	return applyLayer(ctx, fsDir, l, st, want, opts)
 }
+
+// snapshotReadAhead is each layer's read-ahead with the overlayfs
+// snapshotter, in chunks: 16 MiB (of address space; the kernel gives pages
+// as they are used).
+const snapshotReadAhead = 128
 
 // overlayMount is the overlay of lowers (bottom first) with active's
 // upper and work directories; with no lowers, a bind mount of the upper.

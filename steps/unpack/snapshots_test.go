@@ -1,16 +1,23 @@
 package unpack
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/podlab/podlab/internal/testenv"
@@ -219,5 +226,73 @@ func TestSnapshots_BadInput(t *testing.T) {
 	}
 	if _, err := Unpack(context.Background(), imageOf(t, gz(t)), filepath.Join(t.TempDir(), "b"), Options{Snapshotter: Overlayfs}); !errors.Is(err, ErrNoSnapshots) {
 		t.Errorf("overlayfs without a snapshots directory: %v, want ErrNoSnapshots", err)
+	}
+}
+
+// TestUnpack_TenThousandEmptyLayersRefusedAtOnce is the hostile image of
+// issue 15: 10,000 empty layers (it took four minutes and 360 MB to
+// unpack). It is an OCI layout, as the content store keeps images, and is
+// refused from its manifest, before its layers are even listed.
+func TestUnpack_TenThousandEmptyLayersRefusedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	p, err := layout.Write(filepath.Join(dir, "layout"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := gz(t)
+	rc, _ := l.Compressed()
+	blob, _ := io.ReadAll(rc)
+	digest, _ := l.Digest()
+	diffID, _ := l.DiffID()
+	if err := p.WriteBlob(digest, io.NopCloser(bytes.NewReader(blob))); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &v1.ConfigFile{OS: "linux", Architecture: "amd64", RootFS: v1.RootFS{Type: "layers"}}
+	m := &v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1}
+	for range 10000 {
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, diffID)
+		m.Layers = append(m.Layers, v1.Descriptor{MediaType: types.OCILayer, Size: int64(len(blob)), Digest: digest})
+	}
+	writeJSON := func(v any) v1.Descriptor {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, n, _ := v1.SHA256(bytes.NewReader(b))
+		if err := p.WriteBlob(h, io.NopCloser(bytes.NewReader(b))); err != nil {
+			t.Fatal(err)
+		}
+		return v1.Descriptor{Digest: h, Size: n}
+	}
+	m.Config = writeJSON(cfg)
+	m.Config.MediaType = types.OCIConfigJSON
+	desc := writeJSON(m)
+	desc.MediaType = types.OCIManifestSchema1
+	if err := p.AppendDescriptor(desc); err != nil {
+		t.Fatal(err)
+	}
+	img, err := p.Image(desc.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, sn := range []Snapshotter{Native, Overlayfs} {
+		t.Run(string(sn), func(t *testing.T) {
+			s := newSandbox(t)
+			opts := s.withSnapshots(t, sn, Options{})
+			start := time.Now()
+			_, err := Unpack(context.Background(), img, s.bundle, opts)
+			took := time.Since(start)
+			if !errors.Is(err, ErrTooManyLayers) || !strings.Contains(err.Error(), "10000 layers") {
+				t.Fatalf("Unpack: %v, want ErrTooManyLayers naming 10000 layers", err)
+			}
+			if took > 2*time.Second {
+				t.Errorf("refusing took %v: the count must come before the layers are listed", took)
+			}
+			s.checkNoBundle(t)
+			if opts.Snapshots != nil {
+				checkCommitted(t, opts.Snapshots, 0)
+			}
+		})
 	}
 }

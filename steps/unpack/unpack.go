@@ -192,6 +192,17 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		}
 	}
 
+	// The count comes from one read of the manifest, before img.Layers():
+	// go-containerregistry's Layers() of an OCI layout image reads the
+	// manifest again for each layer, so listing 10,000 layers would itself
+	// take minutes.
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, fmt.Errorf("reading the image manifest: %w", err)
+	}
+	if n := len(m.Layers); n > MaxLayers {
+		return nil, tooManyLayers(n)
+	}
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, fmt.Errorf("reading the image's layers: %w", err)
@@ -204,12 +215,6 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	if len(diffIDs) != len(layers) {
 		return nil, fmt.Errorf("%w: the manifest lists %d layers, the config's rootfs.diff_ids %d",
 			ErrLayerCount, len(layers), len(diffIDs))
-	}
-	if len(layers) > MaxLayers {
-		return nil, fmt.Errorf("%w: the image has %d layers, podlab unpacks at most %d (Docker's limit): "+
-			"overlayfs stacks at most 500 lower directories and mount(2) takes its options in one 4096-byte page, "+
-			"which is why snapshots are named by short numbers; flatten the image (fewer RUN steps, or a squashed build)",
-			ErrTooManyLayers, len(layers), MaxLayers)
 	}
 	snapshotter := opts.Snapshotter
 	if snapshotter == "" {
@@ -347,6 +352,13 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	res.Replaced = replaced
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+func tooManyLayers(n int) error {
+	return fmt.Errorf("%w: the image has %d layers, podlab unpacks at most %d (Docker's limit): "+
+		"overlayfs stacks at most 500 lower directories and mount(2) takes its options in one 4096-byte page, "+
+		"which is why snapshots are named by short numbers; flatten the image (fewer RUN steps, or a squashed build)",
+		ErrTooManyLayers, n, MaxLayers)
 }
 
 // unpackOverlay commits the layers' snapshots, mounts the container's
