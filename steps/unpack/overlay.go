@@ -1,10 +1,14 @@
 package unpack
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -272,6 +276,10 @@ func applySnapshotLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.H
 	if lr.Digest, err = l.Digest(); err != nil {
 		return lr, fmt.Errorf("reading the layer digest: %w", err)
 	}
+	opts := append([]archive.ApplyOpt{archive.WithConvertWhiteout(archive.OverlayConvertWhiteout)}, applyOpts...)
+	if size, err := l.Size(); err == nil && size < smallLayer {
+		return applySmallLayer(ctx, fsDir, l, want, opts)
+	}
 	ra, err := newReadAhead(snapshotReadAhead)
 	if err != nil {
 		return lr, err
@@ -282,8 +290,65 @@ func applySnapshotLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.H
 		return lr, err
 	}
 	defer st.close()
-	opts := append([]archive.ApplyOpt{archive.WithConvertWhiteout(archive.OverlayConvertWhiteout)}, applyOpts...)
 	return applyLayer(ctx, fsDir, l, st, want, opts)
+}
+
+// smallLayer is the compressed size under which a layer is decompressed
+// by the goroutine that applies it: handing it to a goroutine of its own
+// would cost more than it saves (an empty layer: a read-ahead mapped and
+// unmapped, a goroutine started and waited for).
+const smallLayer = 256 << 10
+
+// applySmallLayer is applyLayer with the layer decompressed and hashed
+// in line.
+func applySmallLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash, opts []archive.ApplyOpt) (LayerResult, error) {
+	start := time.Now()
+	lr := LayerResult{}
+	var err error
+	if lr.Digest, err = l.Digest(); err != nil {
+		return lr, fmt.Errorf("reading the layer digest: %w", err)
+	}
+	if lr.MediaType, err = l.MediaType(); err != nil {
+		return lr, fmt.Errorf("reading the layer media type: %w", err)
+	}
+	if want.Algorithm != "sha256" {
+		return lr, fmt.Errorf("diff_id %s: only sha256 diff_ids are supported", want)
+	}
+	rc, err := l.Compressed()
+	if err != nil {
+		return lr, fmt.Errorf("opening the layer blob: %w", err)
+	}
+	defer rc.Close()
+	counted := &countingReader{r: rc}
+	dr, err := decompress(counted)
+	if err != nil {
+		return lr, fmt.Errorf("starting to decompress the layer: %w", err)
+	}
+	defer dr.Close()
+	lr.Compression = compressionName(dr.GetCompression())
+	h := sha256.New()
+	tarBytes := &countingReader{r: io.TeeReader(dr, h)}
+	br := bufio.NewReaderSize(tarBytes, 32<<10)
+	opts = append([]archive.ApplyOpt{archive.WithFilter(lr.Counts.count)}, opts...)
+	if err := inRoot(fsDir, func(root string) error {
+		lr.Chrooted = root != fsDir
+		_, err := archive.Apply(ctx, root, br, opts...)
+		return err
+	}); err != nil {
+		return lr, err
+	}
+	// The tar's padding after its end marker is part of the diff_id.
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return lr, fmt.Errorf("reading the end of the layer: %w", err)
+	}
+	lr.DiffID = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}
+	lr.Bytes, lr.Compressed = tarBytes.n, counted.n
+	lr.Duration = time.Since(start)
+	if lr.DiffID != want {
+		return lr, fmt.Errorf("%w: the image config says its uncompressed tar is %s, it hashes to %s",
+			ErrDiffIDMismatch, want, lr.DiffID)
+	}
+	return lr, nil
 }
 
 // snapshotReadAhead is each layer's read-ahead with the overlayfs
