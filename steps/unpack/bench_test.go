@@ -316,7 +316,7 @@ func BenchmarkSnapshots(b *testing.B) {
 	b.Run("empty-layer", func(b *testing.B) {
 		layers := make([]v1.Layer, MaxLayers)
 		for i := range layers {
-			layers[i] = gz(b, file(fmt.Sprintf("f%d", i), ""))
+			layers[i] = gz(b) // an empty tar, as the hostile image's
 		}
 		// Read back from an OCI layout, as the runtime reads its content
 		// store (a mutate.Image recomputes its config for every layer).
