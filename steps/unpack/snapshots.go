@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
 )
 
@@ -408,4 +409,20 @@ func (s *Snapshots) GC(keep map[string]bool) ([]Snapshot, error) {
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// KeepImages is the keep set of GC for the images still stored: the chain
+// IDs of all their layers.
+func KeepImages(imgs []v1.Image) (map[string]bool, error) {
+	keep := map[string]bool{}
+	for _, img := range imgs {
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			return nil, fmt.Errorf("reading an image config to see which snapshots it uses: %w", err)
+		}
+		for _, c := range ChainIDs(cfg.RootFS.DiffIDs) {
+			keep[c] = true
+		}
+	}
+	return keep, nil
 }
