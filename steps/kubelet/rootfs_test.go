@@ -55,7 +55,9 @@ func TestKubelet_SecondPodUnpacksNothing(t *testing.T) {
 	walkByHand(t, c, "second")
 
 	first := c.get(t, "first")
-	rootfs := func(p string) string { return filepath.Join(c.kubelet.Layout().Bundle(c.get(t, p).UID, "web"), "rootfs") }
+	rootfs := func(p string) string {
+		return filepath.Join(c.kubelet.Layout().Bundle(c.get(t, p).UID, "web"), "rootfs")
+	}
 	for _, p := range []string{"first", "second"} {
 		if m, err := mountinfo.Mounted(rootfs(p)); err != nil || !m {
 			t.Errorf("pod %s: its rootfs %s is not a mount (%v)", p, rootfs(p), err)
