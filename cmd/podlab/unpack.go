@@ -25,7 +25,7 @@ import (
 var unpackCommand = &cli.Command{
 	Name:      "unpack",
 	Usage:     "unpack a pulled image's layers into an OCI bundle's rootfs (step 10)",
-	ArgsUsage: "REF [--bundle DIR] [--force]",
+	ArgsUsage: "REF [--bundle DIR] [--force] [--snapshotter native|overlayfs] | --remove --bundle DIR",
 	Description: `Step 10 of creating a Pod: before the container can start, the container
 runtime prepares its root filesystem from the image in its content store.
 
@@ -96,7 +96,8 @@ Examples:
   podlab unpack 127.0.0.1:5001/podlab/hello:1.0 --bundle /var/lib/podlab/bundles/hello --force
   ls -l /var/lib/podlab/bundles/hello/rootfs
   podlab unpack hello --snapshotter overlayfs --bundle /var/lib/podlab/bundles/hello-2
-  cat /var/lib/podlab/snapshots/index; mount | grep overlay`,
+  cat /var/lib/podlab/snapshots/index; mount | grep overlay
+  podlab unpack --remove --bundle /var/lib/podlab/bundles/hello-2`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{
 			Name:        "bundle",
@@ -106,6 +107,10 @@ Examples:
 		&cli.BoolFlag{
 			Name:  "force",
 			Usage: "replace an existing bundle (only once the new one is complete)",
+		},
+		&cli.BoolFlag{
+			Name:  "remove",
+			Usage: "remove the --bundle instead: unmount an overlay rootfs and remove its upper directory (what CRI RemoveContainer does to a rootfs)",
 		},
 		&cli.StringFlag{
 			Name:  "snapshotter",
@@ -117,6 +122,9 @@ Examples:
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {
 			return runPodStage(c, kubelet.StageUnpack)
+		}
+		if c.Bool("remove") {
+			return removeBundle(c)
 		}
 		if c.NArg() != 1 {
 			return fmt.Errorf("unpack needs one image reference, e.g. `podlab unpack nginx --bundle DIR`")
@@ -173,6 +181,29 @@ Examples:
 		printUnpackResult(w, ref, res)
 		return nil
 	},
+}
+
+// removeBundle is unpack --remove --bundle DIR.
+func removeBundle(c *cli.Context) error {
+	bundle := c.String("bundle")
+	if bundle == "" || c.NArg() != 0 {
+		return fmt.Errorf("unpack --remove needs --bundle DIR and no image, e.g. `podlab unpack --remove --bundle /var/lib/podlab/bundles/hello`")
+	}
+	bs, err := unpack.ReadBundleSnapshot(bundle)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(bundle, "rootfs")); err != nil {
+		return fmt.Errorf("%s has no rootfs/: not a bundle podlab unpack made (nothing removed)", bundle)
+	}
+	if err := unpack.RemoveBundle(bundle); err != nil {
+		return err
+	}
+	if bs != nil {
+		fmt.Fprintf(c.App.Writer, "Unmounted %s/rootfs and removed its upper directory %s/%d\n", bundle, bs.Snapshots, bs.Active)
+	}
+	fmt.Fprintf(c.App.Writer, "Removed %s\n", bundle)
+	return nil
 }
 
 // lessGC lets the heap grow to 5 times what is live before the garbage

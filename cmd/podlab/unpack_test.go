@@ -45,11 +45,11 @@ func TestUnpack_Snapshotters(t *testing.T) {
 	if strings.Contains(out, "removed snapshot") {
 		t.Errorf("rmi removed snapshots two rootfs stand on:\n%s", out)
 	}
-	if err := unpack.RemoveBundle(first); err != nil {
-		t.Fatal(err)
-	}
-	if err := unpack.RemoveBundle(second); err != nil {
-		t.Fatal(err)
+	for _, b := range []string{first, second} {
+		out := mustPodlab(t, state, "unpack", "--remove", "--bundle", b)
+		if !strings.Contains(out, "Unmounted "+b+"/rootfs and removed its upper directory") {
+			t.Errorf("unpack --remove: %s", out)
+		}
 	}
 	mustPodlab(t, state, "pull", ref)
 	out = mustPodlab(t, state, "rmi", ref)
@@ -63,10 +63,30 @@ func TestUnpack_Snapshotters(t *testing.T) {
 	}
 }
 
-func TestUnpack_BadSnapshotter(t *testing.T) {
+func TestUnpack_BadInput(t *testing.T) {
 	state := testenv.StateDir(t)
-	_, _, err := podlab(t, state, "unpack", "nginx", "--snapshotter", "zfs")
-	if err == nil || !strings.Contains(err.Error(), "choose native") {
-		t.Errorf("--snapshotter zfs: %v, want an error naming the choices", err)
+	notBundle := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notBundle, "keep"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown snapshotter", []string{"unpack", "nginx", "--snapshotter", "zfs"}, "choose native"},
+		{"remove without a bundle", []string{"unpack", "--remove"}, "needs --bundle DIR"},
+		{"remove a directory that is no bundle", []string{"unpack", "--remove", "--bundle", notBundle}, "not a bundle podlab unpack made (nothing removed)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := podlab(t, state, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("podlab %v: %v, want an error saying %q", tt.args, err, tt.want)
+			}
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(notBundle, "keep")); err != nil || string(b) != "mine" {
+		t.Errorf("a refused --remove touched the directory: %q, %v", b, err)
 	}
 }
