@@ -65,6 +65,9 @@ type BundleSnapshot struct {
 	Key         string      `json:"key"`
 	Lowers      []int       `json:"lowers"` // the image's committed snapshots, top first
 	Mount       string      `json:"mount"`  // the mount, as mount(8) would be told it
+	// IDMapped: the lowers are idmapped into a user namespace's range
+	// (uidmap=/gidmap= in Mount), the upper directory is its root's.
+	IDMapped bool `json:"idmapped,omitempty"`
 }
 
 const bundleSnapshotFile = "snapshot.json"
@@ -379,7 +382,10 @@ func mountCommand(m mount.Mount, target string) string {
 // mountRootfs prepares active snapshot key over the image's top snapshot
 // and mounts the overlay on tmpBundle/rootfs, recording it in
 // tmpBundle/snapshot.json.
-func (s *Snapshots) mountRootfs(tmpBundle, bundle, key string, lowers []int) (*BundleSnapshot, error) {
+// errIDMap is returned when the kernel would not mount idmapped lowers.
+var errIDMap = errors.New("idmapped overlay layers")
+
+func (s *Snapshots) mountRootfs(tmpBundle, bundle, key string, lowers []int, shift *IDShift) (*BundleSnapshot, error) {
 	top := 0
 	if len(lowers) > 0 {
 		top = lowers[len(lowers)-1]
@@ -389,11 +395,28 @@ func (s *Snapshots) mountRootfs(tmpBundle, bundle, key string, lowers []int) (*B
 		return nil, err
 	}
 	m := s.overlayMount(lowers, active)
+	if shift != nil {
+		// As containerd's overlayfs snapshotter with remapped ids: the
+		// lowers are idmapped (core/mount makes an idmapped bind mount of
+		// each, a detached one, for the overlay), and the upper and work
+		// directories belong to the range's root.
+		for _, d := range []string{s.FS(active), filepath.Join(s.Dir(active), "work")} {
+			if err := os.Lchown(d, int(shift.UIDBase), int(shift.GIDBase)); err != nil {
+				_ = s.RemoveActive(active)
+				return nil, fmt.Errorf("giving the upper directory to the user namespace's root: %w", err)
+			}
+		}
+		if len(lowers) > 0 {
+			m.Options = append(m.Options,
+				fmt.Sprintf("uidmap=0:%d:%d", shift.UIDBase, shift.Size), fmt.Sprintf("gidmap=0:%d:%d", shift.GIDBase, shift.Size))
+		}
+	}
 	rootfs := filepath.Join(tmpBundle, "rootfs")
 	bs := &BundleSnapshot{Snapshotter: Overlayfs, Snapshots: s.Root, Active: active, Key: key, Mount: mountCommand(m, filepath.Join(bundle, "rootfs"))}
 	for i := len(lowers) - 1; i >= 0; i-- {
 		bs.Lowers = append(bs.Lowers, lowers[i])
 	}
+	bs.IDMapped = shift != nil
 	b, _ := json.MarshalIndent(bs, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmpBundle, bundleSnapshotFile), append(b, '\n'), 0o644); err != nil {
 		_ = s.RemoveActive(active)
@@ -401,6 +424,10 @@ func (s *Snapshots) mountRootfs(tmpBundle, bundle, key string, lowers []int) (*B
 	}
 	if err := m.Mount(rootfs); err != nil {
 		_ = s.RemoveActive(active)
+		_ = os.Remove(filepath.Join(tmpBundle, bundleSnapshotFile))
+		if shift != nil {
+			return nil, fmt.Errorf("%w: the kernel refused them (%v), so the rootfs is a copy chowned into the user namespace's ids", errIDMap, err)
+		}
 		return nil, fmt.Errorf("mounting the container's rootfs (%s): %w", bs.Mount, err)
 	}
 	return bs, nil

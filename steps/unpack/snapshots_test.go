@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -294,5 +295,42 @@ func TestUnpack_TenThousandEmptyLayersRefusedAtOnce(t *testing.T) {
 				checkCommitted(t, opts.Snapshots, 0)
 			}
 		})
+	}
+}
+
+// TestSnapshots_IDMappedLowersForAUserNamespace: with Shift, the overlayfs
+// snapshotter shares the image's snapshots with a user namespace's
+// container by idmapping them (nothing is chowned: the committed files stay
+// root's), and gives the container's upper directory to the range's root.
+func TestSnapshots_IDMappedLowersForAUserNamespace(t *testing.T) {
+	snaps := newSnapshots(t)
+	img := imageOf(t, gz(t, dir("etc/"), file("etc/a", "a"), entry{name: "home/app/", typ: '5', uid: 1000, mode: 0o755}))
+	shift := &IDShift{UIDBase: 200000, GIDBase: 300000, Size: 65536}
+	b := filepath.Join(t.TempDir(), "b")
+	res, err := Unpack(context.Background(), img, b, Options{Snapshotter: Overlayfs, Snapshots: snaps, Shift: shift})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = RemoveBundle(b) })
+	if res.Snapshotter != Overlayfs || res.Snapshot == nil || !res.Snapshot.IDMapped || res.Fallback != "" {
+		t.Fatalf("Result: snapshotter %s, fallback %q, snapshot %+v; want idmapped overlayfs", res.Snapshotter, res.Fallback, res.Snapshot)
+	}
+	owner := func(p string) [2]uint32 {
+		t.Helper()
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return [2]uint32{st.Uid, st.Gid}
+	}
+	rootfs := filepath.Join(b, "rootfs")
+	for p, want := range map[string][2]uint32{"": {200000, 300000}, "etc/a": {200000, 300000}, "home/app": {201000, 301000}} {
+		if got := owner(filepath.Join(rootfs, p)); got != want {
+			t.Errorf("rootfs/%s is owned by %v, want %v (the range's ids)", p, got, want)
+		}
+	}
+	if got := owner(filepath.Join(snaps.FS(1), "etc", "a")); got != [2]uint32{0, 0} {
+		t.Errorf("the committed snapshot's etc/a is owned by %v: the shared snapshot must not be chowned", got)
 	}
 }

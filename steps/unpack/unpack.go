@@ -3,6 +3,7 @@ package unpack
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,7 +51,10 @@ type Options struct {
 	// every layer into the bundle's own rootfs/; Overlayfs unpacks only the
 	// layers Snapshots has no committed snapshot of, then mounts the rootfs
 	// as an overlay of them with an upper directory of its own. With Shift
-	// set, Overlayfs falls back to Native (Result.Fallback says so).
+	// set, Overlayfs mounts idmapped lowers (the shared snapshots seen with
+	// the range's ids, nothing chowned) and gives the upper directory to
+	// the range's root; where the kernel cannot, it falls back to Native
+	// (Result.Fallback says why).
 	Snapshotter Snapshotter
 
 	// Snapshots is the snapshots directory Overlayfs uses.
@@ -224,9 +228,6 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		return nil, err
 	}
 	var fallback string
-	if snapshotter == Overlayfs && opts.Shift != nil {
-		snapshotter, fallback = Native, "the pod has its own user namespace (hostUsers: false): its rootfs is a copy chowned into the namespace's ids, which shared snapshots cannot be"
-	}
 	if snapshotter == Overlayfs && opts.Snapshots == nil {
 		return nil, fmt.Errorf("%w: the overlayfs snapshotter needs one", ErrNoSnapshots)
 	}
@@ -266,12 +267,16 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 			opts.Start(tmp, len(layers))
 		}
 		res, err := unpackOverlay(ctx, layers, diffIDs, tmp, bundle, exists, applyOpts, opts)
-		if err != nil {
+		if errors.Is(err, errIDMap) {
+			// The kernel would not idmap the lowers: a shifted copy.
+			snapshotter, fallback = Native, err.Error()
+		} else if err != nil {
 			return nil, err
+		} else {
+			done = true
+			res.Duration = time.Since(start)
+			return res, nil
 		}
-		done = true
-		res.Duration = time.Since(start)
-		return res, nil
 	}
 
 	// Layer i+1 is opened while layer i is applied, and starts decompressing
@@ -380,7 +385,7 @@ func unpackOverlay(ctx context.Context, layers []v1.Layer, diffIDs []v1.Hash, tm
 	if key == "" {
 		key = bundle
 	}
-	if res.Snapshot, err = snaps.mountRootfs(tmp, bundle, key, ids); err != nil {
+	if res.Snapshot, err = snaps.mountRootfs(tmp, bundle, key, ids, opts.Shift); err != nil {
 		return nil, err
 	}
 	replaced, err := install(tmp, bundle, exists)
