@@ -18,8 +18,9 @@ import (
 // each layer unpacked once into the node's snapshots directory and every
 // container's rootfs an overlay mount of them with an upper directory of
 // its own; with the native snapshotter otherwise, a full copy per
-// container. A pod with its own user namespace (hostUsers: false) gets a
-// copy chowned into its range (native) either way.
+// container. A pod with its own user namespace (hostUsers: false) sees
+// the shared snapshots through idmapped lowers (a copy chowned into its
+// range where the kernel cannot idmap them, or with native).
 
 // snapshotter is the node's choice of snapshotter, made once.
 type snapshotter struct {

@@ -393,8 +393,9 @@ func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container stri
 // every restart, as a runtime prepares a new snapshot for every container.
 // With the node's overlayfs snapshotter (Kubelet.Snapshotter) only the
 // layers the node has no snapshot of are unpacked, and the rootfs is an
-// overlay mount with an upper directory of its own; a pod with hostUsers:
-// false gets a copy chowned into its range (Unpack.Fallback says so).
+// overlay mount with an upper directory of its own; for a pod with
+// hostUsers: false the lowers are idmapped into its range (a chowned copy
+// where the kernel refuses: Unpack.Fallback says so).
 func (k *Kubelet) UnpackStage(ctx context.Context, pod *corev1.Pod, container string) (*UnpackResult, error) {
 	start := time.Now()
 	t, err := k.target(pod, container, StageUnpack)
