@@ -204,8 +204,9 @@ func cpuTime() time.Duration {
 //   - second-rootfs: a second container's rootfs from the snapshots already
 //     there (nothing unpacked: an upper directory and a mount); target
 //     <= 50 ms.
-//   - empty-layer: an image of MaxLayers empty layers, the cost per layer;
-//     target < 1 ms.
+//   - empty-layer: an image of MaxLayers empty layers, read from an OCI
+//     layout as the content store keeps it, the cost per layer (the whole
+//     unpack over the layers, best of 5); target < 1 ms.
 func BenchmarkSnapshots(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("the overlayfs snapshotter needs root (mount)")
@@ -335,22 +336,22 @@ func BenchmarkSnapshots(b *testing.B) {
 		}
 		var per []time.Duration
 		for b.Loop() {
-			snaps, err := OpenSnapshots(next("snapshots"))
-			if err != nil {
-				b.Fatal(err)
+			for range 5 {
+				snaps, err := OpenSnapshots(next("snapshots"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				bundle := next("bundle")
+				start := time.Now()
+				if _, err := Unpack(ctx, many, bundle, Options{Snapshotter: Overlayfs, Snapshots: snaps}); err != nil {
+					b.Fatal(err)
+				}
+				per = append(per, time.Since(start)/MaxLayers)
+				if err := RemoveBundle(bundle); err != nil {
+					b.Fatal(err)
+				}
+				os.RemoveAll(snaps.Root)
 			}
-			bundle := next("bundle")
-			start := time.Now()
-			if _, err := Unpack(ctx, many, bundle, Options{Snapshotter: Overlayfs, Snapshots: snaps}); err != nil {
-				b.Fatal(err)
-			}
-			per = append(per, time.Since(start)/MaxLayers)
-			b.StopTimer()
-			if err := RemoveBundle(bundle); err != nil {
-				b.Fatal(err)
-			}
-			os.RemoveAll(snaps.Root)
-			b.StartTimer()
 		}
 		b.ReportMetric(float64(best(per).Microseconds()), "us/layer")
 		if best(per) >= time.Millisecond {
