@@ -362,6 +362,12 @@ func TestUnpack_Escapes(t *testing.T) {
 		// landed, when the unpack succeeds, is where the written file must be
 		// found: inside the rootfs.
 		landed string
+		// overlayLanded is landed for the overlayfs snapshotter, when it
+		// differs: each layer is applied into its own snapshot, so a path
+		// through a lower layer's symlink is a real directory of the upper
+		// one, which hides the symlink (as with containerd's overlayfs
+		// snapshotter and Docker's overlay2): the file is at its own path.
+		overlayLanded string
 	}{
 		{
 			name: "../ path",
@@ -396,7 +402,8 @@ func TestUnpack_Escapes(t *testing.T) {
 			layers: func(t *testing.T, s *sandbox) []v1.Layer {
 				return []v1.Layer{gz(t, symlink("evil", "/")), gz(t, file("evil"+s.victim, pwned))}
 			},
-			landed: victimPath,
+			landed:        victimPath,
+			overlayLanded: "evil" + victimPath,
 		},
 		{
 			name: "symlink to ../../.. then a file written through it",
@@ -501,42 +508,46 @@ func TestUnpack_Escapes(t *testing.T) {
 			layers: func(t *testing.T, s *sandbox) []v1.Layer {
 				return []v1.Layer{gz(t, dir("etc/"), file("etc/x", "x")), gz(t, symlink("etc", s.sentinel)), gz(t, file("etc/passwd", pwned), dir("etc/sub/"), file("etc/sub/keep", pwned))}
 			},
-			landed: victimPath,
+			landed:        victimPath,
+			overlayLanded: "etc/passwd",
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newSandbox(t)
-			res, err := Unpack(context.Background(), imageOf(t, tt.layers(t, s)...), s.bundle, Options{})
-			s.checkUntouched(t)
-			if err != nil {
-				t.Logf("refused: %v", err)
-				s.checkNoBundle(t)
-				return
-			}
-			t.Logf("clamped into the rootfs: %+v", res.Total)
-			checkBundleDir(t, s, res)
-			if tt.landed != "" {
-				landed := tt.landed
-				if landed == victimPath {
-					landed = s.victim
+		for _, sn := range []Snapshotter{Native, Overlayfs} {
+			t.Run(string(sn)+"/"+tt.name, func(t *testing.T) {
+				s := newSandbox(t)
+				res, err := Unpack(context.Background(), imageOf(t, tt.layers(t, s)...), s.bundle, s.withSnapshots(t, sn, Options{}))
+				s.checkUntouched(t)
+				if err != nil {
+					t.Logf("refused: %v", err)
+					s.checkNoBundle(t)
+					return
 				}
-				b, err := os.ReadFile(filepath.Join(s.rootfs(), landed))
-				if err != nil || string(b) != pwned {
-					t.Errorf("the written file should be inside the rootfs at %s: %q, %v", landed, b, err)
-				}
-			}
-			// No file in the rootfs may be a hard link of one outside.
-			victim, _ := os.Lstat(s.victim)
-			filepath.WalkDir(s.rootfs(), func(p string, d fs.DirEntry, err error) error {
-				if err == nil {
-					if fi, err := os.Lstat(p); err == nil && os.SameFile(fi, victim) {
-						t.Errorf("ESCAPE: %s is a hard link of %s", p, s.victim)
+				t.Logf("clamped into the rootfs: %+v", res.Total)
+				checkBundleDir(t, s, res)
+				if tt.landed != "" {
+					landed := tt.landed
+					if sn == Overlayfs && tt.overlayLanded != "" {
+						landed = tt.overlayLanded
+					}
+					landed = strings.ReplaceAll(landed, victimPath, s.victim)
+					b, err := os.ReadFile(filepath.Join(s.rootfs(), landed))
+					if err != nil || string(b) != pwned {
+						t.Errorf("the written file should be inside the rootfs at %s: %q, %v", landed, b, err)
 					}
 				}
-				return nil
+				// No file in the rootfs may be a hard link of one outside.
+				victim, _ := os.Lstat(s.victim)
+				filepath.WalkDir(s.rootfs(), func(p string, d fs.DirEntry, err error) error {
+					if err == nil {
+						if fi, err := os.Lstat(p); err == nil && os.SameFile(fi, victim) {
+							t.Errorf("ESCAPE: %s is a hard link of %s", p, s.victim)
+						}
+					}
+					return nil
+				})
 			})
-		})
+		}
 	}
 }
 
