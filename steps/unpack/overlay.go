@@ -1,6 +1,7 @@
 package unpack
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"crypto/sha256"
@@ -11,10 +12,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/mount"
@@ -168,6 +171,7 @@ func (s *Snapshots) commitLayers(ctx context.Context, layers []v1.Layer, diffIDs
 	results := make([]LayerResult, len(layers))
 	tmps := make([]string, len(layers))
 	errs := make([]error, len(layers))
+	explicit := make([]map[string]bool, len(layers)) // the directories each layer's tar names
 	releases := make([]func(), len(layers))
 	defer func() {
 		for i, t := range tmps {
@@ -212,7 +216,13 @@ func (s *Snapshots) commitLayers(ctx context.Context, layers []v1.Layer, diffIDs
 					errs[i] = err
 					continue
 				}
-				lr, err := applySnapshotLayer(ctx, fsDir, layers[i], diffIDs[i], applyOpts)
+				dirs := map[string]bool{}
+				explicit[i] = dirs
+				lr, err := applySnapshotLayer(ctx, fsDir, layers[i], diffIDs[i], applyOpts, func(hdr *tar.Header) {
+					if hdr.Typeflag == tar.TypeDir {
+						dirs[path.Clean("/"+hdr.Name)] = true
+					}
+				})
 				lr.Index = i
 				results[i] = lr
 				if err != nil {
@@ -226,6 +236,30 @@ func (s *Snapshots) commitLayers(ctx context.Context, layers []v1.Layer, diffIDs
 	}
 	close(work)
 	wg.Wait()
+
+	// A layer that names a file but not its directory made the directory
+	// itself, 0755 and root's: overlay would show that over the lower
+	// layers' directory. Give it what the layers below say, as containerd's
+	// applier does with its parents (here, once all are applied).
+	for i := range layers {
+		if errs[i] != nil {
+			break
+		}
+		if tmps[i] == "" {
+			continue // committed before
+		}
+		var lowers []string
+		for j := i - 1; j >= 0; j-- {
+			if tmps[j] != "" {
+				lowers = append(lowers, filepath.Join(tmps[j], "fs"))
+			} else if results[j].Snapshot != 0 {
+				lowers = append(lowers, s.FS(results[j].Snapshot))
+			}
+		}
+		if err := inheritParents(filepath.Join(tmps[i], "fs"), explicit[i], lowers); err != nil {
+			errs[i] = fmt.Errorf("layer %d of %d: giving its implied directories their lower layers' owner and mode: %w", i+1, len(layers), err)
+		}
+	}
 
 	ids := make([]int, len(layers))
 	var failed error
@@ -268,12 +302,51 @@ func (s *Snapshots) commitLayers(ctx context.Context, layers []v1.Layer, diffIDs
 	return ids, results, nil
 }
 
+// inheritParents gives each directory under fsDir that the layer's tar
+// did not name (explicit: cleaned absolute paths) the mode, owner and times
+// of the same directory in the nearest of lowers (top first) that has one.
+func inheritParents(fsDir string, explicit map[string]bool, lowers []string) error {
+	if len(lowers) == 0 {
+		return nil
+	}
+	return filepath.WalkDir(fsDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || p == fsDir {
+			return err
+		}
+		rel, err := filepath.Rel(fsDir, p)
+		if err != nil {
+			return err
+		}
+		if explicit["/"+filepath.ToSlash(rel)] {
+			return nil
+		}
+		for _, lower := range lowers {
+			fi, err := os.Lstat(filepath.Join(lower, rel))
+			if err != nil {
+				continue
+			}
+			if !fi.IsDir() {
+				return nil // a lower non-directory: this one replaces it
+			}
+			st := fi.Sys().(*syscall.Stat_t)
+			if err := os.Lchown(p, int(st.Uid), int(st.Gid)); err != nil && !errors.Is(err, fs.ErrPermission) {
+				return err
+			}
+			if err := os.Chmod(p, fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+				return err
+			}
+			return os.Chtimes(p, time.Unix(st.Atim.Unix()), fi.ModTime())
+		}
+		return nil
+	})
+}
+
 // applySnapshotLayer applies one layer into fsDir, an empty directory,
 // keeping whiteouts as overlay whiteouts, and checks its diff_id. As in
 // Unpack, the layer is decompressed and hashed by a goroutine of its own
 // ahead of archive.Apply, into a read-ahead of its own (snapshotReadAhead
 // chunks: layers are applied in parallel).
-func applySnapshotLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash, applyOpts []archive.ApplyOpt) (LayerResult, error) {
+func applySnapshotLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash, applyOpts []archive.ApplyOpt, seen func(*tar.Header)) (LayerResult, error) {
 	var lr LayerResult
 	var err error
 	if lr.Digest, err = l.Digest(); err != nil {
@@ -281,7 +354,7 @@ func applySnapshotLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.H
 	}
 	opts := append([]archive.ApplyOpt{archive.WithConvertWhiteout(archive.OverlayConvertWhiteout)}, applyOpts...)
 	if size, err := l.Size(); err == nil && size < smallLayer {
-		return applySmallLayer(ctx, fsDir, l, want, opts)
+		return applySmallLayer(ctx, fsDir, l, want, opts, seen)
 	}
 	ra, err := newReadAhead(snapshotReadAhead)
 	if err != nil {
@@ -293,7 +366,7 @@ func applySnapshotLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.H
 		return lr, err
 	}
 	defer st.close()
-	return applyLayer(ctx, fsDir, l, st, want, opts)
+	return applyLayer(ctx, fsDir, l, st, want, opts, seen)
 }
 
 // smallLayer is the compressed size under which a layer is decompressed
@@ -304,7 +377,7 @@ const smallLayer = 256 << 10
 
 // applySmallLayer is applyLayer with the layer decompressed and hashed
 // in line.
-func applySmallLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash, opts []archive.ApplyOpt) (LayerResult, error) {
+func applySmallLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash, opts []archive.ApplyOpt, seen func(*tar.Header)) (LayerResult, error) {
 	start := time.Now()
 	lr := LayerResult{}
 	var err error
@@ -332,7 +405,7 @@ func applySmallLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash
 	h := sha256.New()
 	tarBytes := &countingReader{r: io.TeeReader(dr, h)}
 	br := bufio.NewReaderSize(tarBytes, 32<<10)
-	opts = append([]archive.ApplyOpt{archive.WithFilter(lr.Counts.count)}, opts...)
+	opts = append([]archive.ApplyOpt{archive.WithFilter(countAndSee(&lr.Counts, seen))}, opts...)
 	if err := inRoot(fsDir, func(root string) error {
 		lr.Chrooted = root != fsDir
 		_, err := archive.Apply(ctx, root, br, opts...)

@@ -325,7 +325,7 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		if err := openStream(i + 1); err != nil {
 			return nil, err
 		}
-		lr, err := applyLayer(ctx, rootfs, l, streams[i], diffIDs[i], applyOpts)
+		lr, err := applyLayer(ctx, rootfs, l, streams[i], diffIDs[i], applyOpts, nil)
 		lr.Index = i
 		streams[i].close()
 		if err != nil {
@@ -397,9 +397,21 @@ func unpackOverlay(ctx context.Context, layers []v1.Layer, diffIDs []v1.Hash, tm
 	return res, nil
 }
 
+// countAndSee is the archive.Filter that counts each header into c and
+// tells seen of it.
+func countAndSee(c *Counts, seen func(*tar.Header)) archive.Filter {
+	return func(hdr *tar.Header) (bool, error) {
+		if seen != nil {
+			seen(hdr)
+		}
+		return c.count(hdr)
+	}
+}
+
 // applyLayer applies one layer's stream into rootfs with containerd's
 // archive.Apply and checks its diff_id.
-func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, want v1.Hash, applyOpts []archive.ApplyOpt) (LayerResult, error) {
+// seen, if set, is told every header too.
+func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, want v1.Hash, applyOpts []archive.ApplyOpt, seen func(*tar.Header)) (LayerResult, error) {
 	start := time.Now()
 	var lr LayerResult
 	var err error
@@ -416,7 +428,7 @@ func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, 
 
 	// The stream serves the tar reader's many small reads (headers are 512
 	// bytes) from memory.
-	opts := append([]archive.ApplyOpt{archive.WithFilter(lr.Counts.count)}, applyOpts...)
+	opts := append([]archive.ApplyOpt{archive.WithFilter(countAndSee(&lr.Counts, seen))}, applyOpts...)
 	if err := inRoot(rootfs, func(root string) error {
 		lr.Chrooted = root != rootfs
 		_, err := archive.Apply(ctx, root, s, opts...)

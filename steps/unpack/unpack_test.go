@@ -1,6 +1,7 @@
 package unpack
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type want struct {
 	total    Counts                 // Bytes is checked separately
 	compress map[int]string         // layer index -> Compression
 	modes    map[string]fs.FileMode // path -> permission bits
+	owners   map[string]int         // path -> uid (as root)
 	// overlayErr: the overlayfs snapshotter refuses the image with an
 	// error saying this, as containerd's does.
 	overlayErr string
@@ -143,6 +145,21 @@ func TestUnpack_Layers(t *testing.T) {
 				files:    map[string]string{"raw": "overwritten by zstd", "gz": "g", "zst": "z"},
 				total:    Counts{Files: 4},
 				compress: map[int]string{0: "none", 1: "gzip", 2: "zstd"},
+			},
+		},
+		{
+			name: "a layer that names a file but not its directory keeps the lower directory's mode and owner",
+			layers: func(t *testing.T) []v1.Layer {
+				return []v1.Layer{
+					gz(t, entry{name: "tmp/", typ: tar.TypeDir, mode: 0o1777}, entry{name: "home/app/", typ: tar.TypeDir, mode: 0o750, uid: 1000}),
+					gz(t, file("tmp/x", "x"), file("home/app/.profile", "p")),
+				}
+			},
+			want: want{
+				files:  map[string]string{"tmp/x": "x", "home/app/.profile": "p"},
+				modes:  map[string]fs.FileMode{"tmp": 0o777 | fs.ModeSticky, "home/app": 0o750},
+				owners: map[string]int{"home/app": 1000},
+				total:  Counts{Files: 2, Dirs: 2},
 			},
 		},
 		{
@@ -338,6 +355,17 @@ func checkRootFS(t *testing.T, rootfs string, w want) {
 		b, errB := os.Lstat(filepath.Join(rootfs, pair[1]))
 		if errA != nil || errB != nil || !os.SameFile(a, b) {
 			t.Errorf("%s and %s should be hard links of one file (%v, %v)", pair[0], pair[1], errA, errB)
+		}
+	}
+	for p, uid := range w.owners {
+		if os.Geteuid() != 0 {
+			break
+		}
+		fi, err := os.Lstat(filepath.Join(rootfs, p))
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+		} else if got := fi.Sys().(*syscall.Stat_t).Uid; int(got) != uid {
+			t.Errorf("%s: owner %d, want %d", p, got, uid)
 		}
 	}
 	for p, mode := range w.modes {
