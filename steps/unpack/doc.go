@@ -33,7 +33,10 @@
 //     are applied in parallel: with whiteouts kept as overlay whiteouts (0/0
 //     character devices) and opaque directories as trusted.overlay.opaque,
 //     as containerd's overlay applier writes them, a layer's content does
-//     not depend on the layers under it. Each is applied into a tmp-*
+//     not depend on the layers under it (but for the directories a layer
+//     implies without naming them, which then take their owner and mode
+//     from the layers below, as containerd's applier copies them from its
+//     parents). Each is applied into a tmp-*
 //     directory and renamed to its number only once verified, so a layer
 //     that fails half-way is never committed. A container's rootfs is then
 //     an active snapshot (its own upper and work directories) and an
