@@ -74,7 +74,7 @@ func Start(ctx context.Context, spec StartSpec) (*Process, error) {
 		os.Remove(spec.PidFile)
 		return nil, fmt.Errorf("%w: %s (%s); its log %s ends:\n%s", ErrStartFailed, strings.Join(spec.Argv, " "), why, spec.LogPath, tail(spec.LogPath, 10))
 	}
-	if err := writePidFile(spec.PidFile, pid); err != nil {
+	if err := WritePidFile(spec.PidFile, pid); err != nil {
 		return fail(err.Error())
 	}
 	var answer string
@@ -105,9 +105,9 @@ func Start(ctx context.Context, spec StartSpec) (*Process, error) {
 	return &Process{Pid: pid, Version: answer}, nil
 }
 
-// writePidFile records pid and its start time (field 22 of /proc/PID/stat),
+// WritePidFile records pid and its start time (field 22 of /proc/PID/stat),
 // so that a later Stop does not signal another process that reused the pid.
-func writePidFile(path string, pid int) error {
+func WritePidFile(path string, pid int) error {
 	st, err := startTime(pid)
 	if err != nil {
 		return err
