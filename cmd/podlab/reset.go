@@ -131,7 +131,7 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 	if res.Lab != "" {
 		fmt.Fprintf(w, "Removed the lab network %s\n", res.Lab)
 	}
-	section("Stopped the nodes' runtimes (podlab runtime, started by their kubelets)", res.Runtimes)
+	section("Stopped the nodes' runtimes (podlab runtime)", res.Runtimes)
 	section("The lab containerd (podlab containerd)", res.Containerd)
 	section("Deleted containers (runc delete --force: killed, state and cgroup removed)", res.Containers)
 	section("Pod network", res.Network)

@@ -73,8 +73,8 @@ type ResetResult struct {
 	// stopped, its pods' CNI DEL, its containers deleted, its bridge, and
 	// the files it wrote outside the state directory.
 	Containerd []string
-	// Runtimes are the nodes' runtime processes (podlab runtime, started by
-	// their kubelets) that were stopped, as "node NAME: pid N".
+	// Runtimes are the nodes' runtime processes (podlab runtime, by hand or
+	// started by their kubelets) that were stopped, as "node NAME: pid N".
 	Runtimes []string
 	// Machines are the joined nodes whose machines were removed (their
 	// processes stopped, veth, namespace and its mount removed), and Lab

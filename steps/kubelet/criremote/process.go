@@ -162,7 +162,7 @@ func Stop(ctx context.Context, pidFile string, grace time.Duration) (int, error)
 	}
 	alive := func() bool { s, err := startTime(pid); return err == nil && s == st }
 	if !alive() {
-		return 0, os.Remove(pidFile)
+		return 0, removePidFile(pidFile)
 	}
 	syscall.Kill(pid, syscall.SIGTERM)
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, grace, true, func(context.Context) (bool, error) { return !alive(), nil })
@@ -175,7 +175,16 @@ func Stop(ctx context.Context, pidFile string, grace time.Duration) (int, error)
 			return pid, fmt.Errorf("the runtime process %d did not stop after SIGKILL", pid)
 		}
 	}
-	return pid, os.Remove(pidFile)
+	return pid, removePidFile(pidFile)
+}
+
+// removePidFile removes the pid file, which the runtime may have removed
+// itself as it stopped (podlab runtime does).
+func removePidFile(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // tail is the last n lines of a file.
