@@ -14,9 +14,11 @@ import (
 	"github.com/podlab/podlab/steps/store"
 )
 
-// admitCreate runs admission and validation for a new object, in
-// kube-apiserver's order: mutating plugins (NamespaceLifecycle, defaults,
-// LimitRanger, NodeRestriction, RuntimeClass), validation of the object's fields, then validating plugins
+// admitCreate runs defaulting, admission and validation for a new object,
+// in kube-apiserver's order: the API's defaults (set when kube-apiserver
+// decodes the request, before admission), mutating plugins
+// (NamespaceLifecycle, DefaultTolerationSeconds, LimitRanger,
+// NodeRestriction, RuntimeClass), validation of the object's fields, then validating plugins
 // (PodSecurity, RuntimeClass, ResourceQuota, and RBAC's escalation check). It runs inside
 // the write's own transaction, so what it reads (the namespace, limit
 // ranges, quotas and the pods they count) cannot change before the write:
@@ -32,6 +34,18 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 			return nil, err
 		}
 	}
+	// The registry strategy's PrepareForCreate: kube-apiserver runs it after
+	// the mutating plugins; podlab runs it before its defaults, which set
+	// the first status (Pending, the QoS class) where the strategy does,
+	// and LimitRanger computes the QoS class again when it adds resources.
+	if notes := admission.PrepareForCreate(obj, c.s.now()); len(notes) > 0 {
+		c.phase(PhaseStrategy, "PrepareForCreate", notes, nil)
+	}
+	// Defaulting is not admission: kube-apiserver sets the API's defaults
+	// when it decodes the request, before the first admission plugin runs.
+	if err := c.phase(PhaseDefaulting, "defaults", defaults(obj), nil); err != nil {
+		return nil, err
+	}
 	var ns *corev1.Namespace
 	if res.Namespaced {
 		var err error
@@ -42,16 +56,6 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		if err := c.phase(PhaseMutatingAdmission, "NamespaceLifecycle", notes, err); err != nil {
 			return nil, err
 		}
-	}
-	// The registry strategy's PrepareForCreate: kube-apiserver runs it after
-	// the mutating plugins; podlab runs it before its defaults, which set
-	// the first status (Pending, the QoS class) where the strategy does,
-	// and LimitRanger computes the QoS class again when it adds resources.
-	if notes := admission.PrepareForCreate(obj, c.s.now()); len(notes) > 0 {
-		c.phase(PhaseMutatingAdmission, "PrepareForCreate", notes, nil)
-	}
-	if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
-		return nil, err
 	}
 	// kube-apiserver records managedFields on the object as decoded and
 	// defaulted, before admission: the fields admission plugins add are

@@ -250,7 +250,8 @@ func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Objec
 		return nil, err
 	}
 	if !status {
-		if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
+		// (kube-apiserver defaults the object it decodes, before admission)
+		if err := c.phase(PhaseDefaulting, "defaults", defaults(obj), nil); err != nil {
 			return nil, err
 		}
 		// kube-apiserver runs DefaultTolerationSeconds on updates too: a
