@@ -43,7 +43,14 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 	}
 	// Defaulting is not admission: kube-apiserver sets the API's defaults
 	// when it decodes the request, before the first admission plugin runs.
-	if err := c.phase(PhaseDefaulting, "defaults", defaults(obj), nil); err != nil {
+	pod, isPod := obj.(*corev1.Pod)
+	var defaulted []string
+	if isPod {
+		defaulted = admission.DecodeDefaultsPod(pod)
+	} else {
+		defaulted = defaults(obj)
+	}
+	if err := c.phase(PhaseDefaulting, "defaults", defaulted, nil); err != nil {
 		return nil, err
 	}
 	var ns *corev1.Namespace
@@ -64,9 +71,10 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 	if !tracked {
 		c.trackUpdate(res, "", nil, obj)
 	}
-	pod, isPod := obj.(*corev1.Pod)
 	var limitRanges []corev1.LimitRange
 	if isPod {
+		c.phase(PhaseMutatingAdmission, "ServiceAccount", admission.ServiceAccount(pod), nil)
+		c.phase(PhaseMutatingAdmission, "Priority", admission.Priority(pod), nil)
 		if err := c.phase(PhaseMutatingAdmission, "DefaultTolerationSeconds", admission.DefaultTolerationSeconds(pod, c.s.tolerations), nil); err != nil {
 			return nil, err
 		}
@@ -92,6 +100,11 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		if err := c.phase(PhaseMutatingAdmission, "RuntimeClass", notes, err); err != nil {
 			return nil, err
 		}
+	}
+	if isPod {
+		// the pod strategy's PrepareForCreate, after mutating admission:
+		// the QoS class of the resources admission settled on
+		c.phase(PhaseStrategy, "PrepareForCreate", admission.PodStatusOnCreate(pod), nil)
 	}
 	if err := c.phase(PhaseValidation, "", nil, admission.Validate(obj)); err != nil {
 		return nil, err

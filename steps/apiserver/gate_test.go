@@ -45,7 +45,7 @@ func TestCreatePodThroughTheGate(t *testing.T) {
 			order = append(order, p.Name)
 		}
 	}
-	want := []string{PhaseAuthentication, PhaseAuthorization, PhaseDefaulting, PhaseMutatingAdmission, PhaseValidation, PhaseValidatingAdmission, PhaseStorage}
+	want := []string{PhaseAuthentication, PhaseAuthorization, PhaseDefaulting, PhaseMutatingAdmission, PhaseStrategy, PhaseValidation, PhaseValidatingAdmission, PhaseStorage}
 	if strings.Join(order, ",") != strings.Join(want, ",") {
 		t.Errorf("phases ran in the order\n %v\nwant\n %v", order, want)
 	}
@@ -60,6 +60,9 @@ func TestCreatePodThroughTheGate(t *testing.T) {
 	for plugin, name := range map[string]string{
 		"defaults":                 PhaseDefaulting,
 		"NamespaceLifecycle":       PhaseMutatingAdmission,
+		"ServiceAccount":           PhaseMutatingAdmission,
+		"Priority":                 PhaseMutatingAdmission,
+		"PrepareForCreate":         PhaseStrategy,
 		"DefaultTolerationSeconds": PhaseMutatingAdmission,
 		"LimitRanger":              PhaseValidatingAdmission, // its validating half runs last
 		"RuntimeClass":             PhaseValidatingAdmission,
