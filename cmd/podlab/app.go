@@ -91,6 +91,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			deleteCommand,
 			nodeCommand,
 			authCommand,
+			newWebhookCommand(),
 			storeCommand,
 			schedulerCommand,
 			controllerManagerCommand,

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -101,6 +102,9 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 			return nil, err
 		}
 	}
+	if err := c.callWebhooks(tx, u, true, admissionv1.Create, res, ns, obj, nil); err != nil {
+		return nil, err
+	}
 	if isPod {
 		// the pod strategy's PrepareForCreate, after mutating admission:
 		// the QoS class of the resources admission settled on
@@ -123,9 +127,6 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		if err := c.phase(PhaseValidatingAdmission, "RuntimeClass", notes, err); err != nil {
 			return nil, err
 		}
-		if updated, err = c.quota(tx, pod); err != nil {
-			return nil, err
-		}
 	}
 	switch o := obj.(type) {
 	case *corev1.Namespace:
@@ -138,6 +139,17 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		c.phase(PhaseValidatingAdmission, "PodSecurity", c.s.psa.AdmitTemplate(ns, &o.Spec.Template), nil)
 	case *appsv1.ReplicaSet:
 		c.phase(PhaseValidatingAdmission, "PodSecurity", c.s.psa.AdmitTemplate(ns, &o.Spec.Template), nil)
+	}
+	if err := c.callWebhooks(tx, u, false, admissionv1.Create, res, ns, obj, nil); err != nil {
+		return nil, err
+	}
+	if isPod {
+		// ResourceQuota is the last validating plugin, after the webhooks:
+		// a request they refuse uses no quota
+		var err error
+		if updated, err = c.quota(tx, pod); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.escalation(tx, u, obj); err != nil {
 		return nil, err

@@ -88,6 +88,9 @@ type Client struct {
 	// fieldManager names the manager of this client's writes in
 	// managedFields (see WithFieldManager).
 	fieldManager string
+	// ctx is the context of the request this client copy serves (see
+	// forRequest): admission webhooks are called with it.
+	ctx context.Context
 }
 
 var _ Interface = (*Client)(nil)

@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"github.com/podlab/podlab/internal/qos"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"strconv"
 	"strings"
 
@@ -37,6 +38,10 @@ func Default(obj runtime.Object) []string {
 		return DefaultNode(o)
 	case *corev1.LimitRange:
 		return DefaultLimitRange(o)
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		return DefaultMutatingWebhookConfiguration(o)
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		return DefaultValidatingWebhookConfiguration(o)
 	case *rbacv1.RoleBinding:
 		return DefaultRoleBinding(o)
 	case *rbacv1.ClusterRoleBinding:
