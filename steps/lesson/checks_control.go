@@ -226,7 +226,7 @@ func storeChecks() []check {
 				cancel()
 				for range w.Events() {
 				}
-				return fail("a watch from revision 1 still replays the history: compact it up to the revision before db was created, `podlab store compact 3` in lesson 03 (`podlab store compact REV`)")
+				return fail("a watch from revision 1 still replays the history: compact it up to the revision before db was created, `podlab store compact 9` in lesson 03 (`podlab store compact REV`)")
 			}
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				return nil
