@@ -171,7 +171,7 @@ func TestScheduler_Once(t *testing.T) {
 		t.Errorf("decisions about web: %+v", ds)
 	}
 
-	const msg = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {gpu: true}."
+	const msg = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {gpu: true}. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
 	big := c.pod(t, "big")
 	cond := condition(big)
 	if big.Spec.NodeName != "" || cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != corev1.PodReasonUnschedulable || cond.Message != msg {
@@ -229,7 +229,7 @@ func TestScheduler_OnceCountsAssumedPods(t *testing.T) {
 	if on["node-1"] != 2 || on["node-2"] != 2 || on[""] != 1 {
 		t.Errorf("pods per node: %v, want 2, 2 and 1 pending", on)
 	}
-	if cond := condition(c.pod(t, "p5")); cond == nil || cond.Message != "0/2 nodes are available: 2 Insufficient cpu." {
+	if cond := condition(c.pod(t, "p5")); cond == nil || cond.Message != "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod." {
 		t.Errorf("p5's condition: %+v", cond)
 	}
 }
@@ -268,7 +268,7 @@ func TestScheduler_Run_RetriesWhenNodesChange(t *testing.T) {
 	n := node("node-1", "2", "4Gi", ready(corev1.ConditionUnknown))
 	c.create(t, n)
 	d = rec.next(t, "web")
-	const unreachable = "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."
+	const unreachable = "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
 	if d.Err == nil || d.Err.Error() != unreachable {
 		t.Fatalf("after the node was added: %v, want %q", d.Err, unreachable)
 	}
