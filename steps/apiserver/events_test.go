@@ -43,7 +43,7 @@ func TestRecorder_Event_RepeatedIsPatched(t *testing.T) {
 	}
 	// not the same event: another message, another type, another object
 	for _, e := range []struct {
-		obj           Object
+		obj            Object
 		typ, reason, m string
 	}{
 		{pod, corev1.EventTypeWarning, "FailedScheduling", "0/1 nodes are available: 1 Too many pods."},
