@@ -464,7 +464,7 @@ func ownedReplicaSet(ctx context.Context, p *probe) (*appsv1.Deployment, error) 
 		return nil, err
 	}
 	if len(dl.Items) == 0 {
-		return nil, fail("no Deployment: `podlab create deployment web --image nginx --replicas 2`")
+		return nil, fail("no Deployment: `podlab create deployment web2 --image nginx --replicas 2` (lesson 11)")
 	}
 	for _, o := range dl.Items {
 		d, ok := o.(*appsv1.Deployment)
