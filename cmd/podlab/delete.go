@@ -31,7 +31,7 @@ may not be deleted.`,
 	Flags: []cli.Flag{
 		namespaceFlag(),
 		&cli.BoolFlag{Name: "force", Usage: "remove at once, without waiting for the kubelet"},
-		&cli.Int64Flag{Name: "grace-period", Value: -1, Usage: "seconds the kubelet gives the containers to stop (default: the pod's own)"},
+		&cli.Int64Flag{Name: "grace-period", Value: -1, DefaultText: "the pod's own", Usage: "seconds the kubelet gives the containers to stop"},
 	},
 	Action: func(c *cli.Context) error {
 		if c.NArg() < 1 {
