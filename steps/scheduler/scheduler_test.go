@@ -506,7 +506,7 @@ func TestScheduler_Run_RepeatedFailedSchedulingIsOneEvent(t *testing.T) {
 	if err := kubectl.Describe(&out, c.pod(t, "web"), evs, evs[0].LastTimestamp.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`Warning\s+FailedScheduling\s+60s \(x3 over 60s\)\s+default-scheduler\s+0/1 nodes are available`).MatchString(out.String()) {
+	if !regexp.MustCompile(`Warning\s+FailedScheduling\s+60s \(x3 over 6[01]s\)\s+default-scheduler\s+0/1 nodes are available`).MatchString(out.String()) {
 		t.Errorf("describe's Events table has no (x3 over ...) line:\n%s", out.String())
 	}
 }
