@@ -57,6 +57,13 @@ func (c *Client) context() context.Context {
 // applied to obj in place. Webhooks are never called for the webhook
 // configurations themselves (kube-apiserver's rule: a broken webhook could
 // otherwise never be removed), nor for the API server's own writes.
+//
+// Unlike kube-apiserver, podlab calls them inside the write's transaction
+// (admission reads the configurations, like the quotas, in it): other
+// writes wait for a slow webhook, at most its timeoutSeconds, and a webhook
+// must not write to this API server while it answers. On etcd a write
+// retried after a conflict calls the webhooks again, as kube-apiserver may
+// (webhooks must tolerate being called more than once: sideEffects None).
 func (c *Client) callWebhooks(tx *store.Tx, u authn.User, mutating bool, op admissionv1.Operation, res Resource, ns *corev1.Namespace, obj, old Object) error {
 	if c.bootstrap || res.Group == admissionregistrationv1.GroupName {
 		return nil

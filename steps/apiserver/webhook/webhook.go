@@ -424,5 +424,6 @@ func httpClient(caBundle []byte) (*http.Client, error) {
 		}
 		cfg.RootCAs = pool
 	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, Proxy: nil}}, nil
+	// one connection per call: nothing is left open between requests
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, Proxy: nil, DisableKeepAlives: true}}, nil
 }
