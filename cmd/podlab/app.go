@@ -16,6 +16,7 @@ import (
 // process: main does, with the error Run returns.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	app := newApp(stdin, stdout, stderr)
+	kubectlUsage(app)
 	return app.Run(cliargs.FlagsFirst(app, args))
 }
 
@@ -36,6 +37,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
   get, describe    read them back (step 2); get -w watches every change
   store            the raw store: keys, revisions, watch (etcd's role)
   auth can-i       ask RBAC what a user may do
+  webhook serve    an admission webhook server the API server's gate calls
   node add         add a node with declared capacity
   scheduler        binds pending pods to nodes: filter, score, bind (steps 4-5)
   controller-manager  Deployments to ReplicaSets to Pods, and garbage collection
@@ -93,6 +95,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			deleteCommand,
 			nodeCommand,
 			authCommand,
+			newWebhookCommand(),
 			storeCommand,
 			schedulerCommand,
 			controllerManagerCommand,
