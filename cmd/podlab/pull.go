@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/podlab/podlab/steps/kubelet"
 
+	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -107,7 +109,9 @@ Examples:
 		if err != nil {
 			return err
 		}
+		hostsDir := statedir.Layout{Dir: dir}.CertsDir()
 		opts := pull.Options{
+			HostsDir: hostsDir,
 			Mirror:   c.String("registry-mirror"),
 			Insecure: c.Bool("insecure"),
 			Progress: c.App.ErrWriter,
@@ -116,11 +120,13 @@ Examples:
 		if c.IsSet("platform") {
 			opts.Platform = c.String("platform")
 		}
-		res, err := pull.Pull(c.Context, store, c.Args().First(), opts)
+		typed := c.Args().First()
+		res, err := pull.Pull(c.Context, store, typed, opts)
 		if err != nil {
-			return err
+			return pullHint(err, typed, hostsDir, opts.Mirror)
 		}
-		printPullResult(c.App.Writer, c.Args().First(), dir, res)
+		recordLast(c, func(r *last.Record) { r.Pulled = typed })
+		printPullResult(c.App.Writer, typed, dir, res)
 		return nil
 	},
 }
@@ -169,7 +175,29 @@ func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
 
 	fmt.Fprintf(w, "\nKubernetes: the kubelet would record the event (reason Pulled):\n")
 	fmt.Fprintf(w, "  Successfully pulled image %q in %s. Image size: %d bytes.\n", typed, res.Duration.Round(time.Millisecond), size)
-	fmt.Fprintf(w, "\nNext: podlab unpack %s --bundle %s\n", typed, defaultBundle(stateDir, res.Reference))
+	fmt.Fprintf(w, "\nNext: podlab unpack   (or in full: podlab unpack %s --bundle %s)\n", typed, defaultBundle(stateDir, res.Reference))
+}
+
+// pullHint adds what to do to a pull that reached no registry: start the
+// lab registry, which the registry hosts file names as the mirror.
+func pullHint(err error, typed, hostsDir, mirror string) error {
+	if !errors.Is(err, pull.ErrRegistryUnreachable) {
+		return err
+	}
+	r, perr := pull.ParseReference(typed)
+	if perr != nil || mirror != "" {
+		return fmt.Errorf("%w\n  is the mirror running? Start the lab registry in a terminal of its own: podlab registry serve", err)
+	}
+	file := pull.HostsFile(hostsDir, r.Registry)
+	if !exists(file) {
+		if !r.IsDockerHub() && r.Registry != "registry.k8s.io" {
+			return err
+		}
+		return fmt.Errorf("%w\n  no mirror is configured for %s: %s does not exist.\n"+
+			"  Start the lab registry, which writes it naming itself: podlab registry serve\n"+
+			"  (or run podlab init, or give --registry-mirror http://127.0.0.1:5001)", err, r.Registry, file)
+	}
+	return fmt.Errorf("%w\n  Start the lab registry, the mirror %s names, in a terminal of its own: podlab registry serve", err, file)
 }
 
 // defaultBundle is where podlab suggests, and unpack defaults, a bundle for
