@@ -148,7 +148,7 @@ const defaultMirror = "http://127.0.0.1:5001"
 // hosts.toml is there already: `podlab registry serve` rewrites them with
 // the address it really listens on, and init must not undo that.
 func initMirrors(w io.Writer, l statedir.Layout) error {
-	if exists(pull.HostsFile(l.CertsDir(), "docker.io")) {
+	if pathExists(pull.HostsFile(l.CertsDir(), "docker.io")) {
 		return nil
 	}
 	hosts, err := containerd.WriteHosts(l.CertsDir(), defaultMirror)

@@ -51,9 +51,9 @@ func inState(dir, path string) string {
 	return path
 }
 
-// exists says whether path exists; any error but "not there" counts as
+// pathExists says whether path exists; any error but "not there" counts as
 // there (the stage itself then says what is wrong).
-func exists(path string) bool {
+func pathExists(path string) bool {
 	_, err := os.Stat(path)
 	return !errors.Is(err, fs.ErrNotExist)
 }

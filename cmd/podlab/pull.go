@@ -189,7 +189,7 @@ func pullHint(err error, typed, hostsDir, mirror string) error {
 		return fmt.Errorf("%w\n  is the mirror running? Start the lab registry in a terminal of its own: podlab registry serve", err)
 	}
 	file := pull.HostsFile(hostsDir, r.Registry)
-	if !exists(file) {
+	if !pathExists(file) {
 		if !r.IsDockerHub() && r.Registry != "registry.k8s.io" {
 			return err
 		}

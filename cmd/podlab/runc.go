@@ -521,7 +521,7 @@ func createTarget(c *cli.Context, w io.Writer) (id, bundle string, err error) {
 	case id != "" && bundle != "":
 	case id != "":
 		bundle = statedir.Layout{Dir: dir}.Bundle(id)
-		if !exists(filepath.Join(bundle, "config.json")) {
+		if !pathExists(filepath.Join(bundle, "config.json")) {
 			return "", "", fmt.Errorf("no --bundle given, and %s has no config.json: write it (podlab spec --bundle %s --image REF), or name the bundle: podlab runc %s %s --bundle DIR", inState(dir, bundle), bundle, c.Command.Name, id)
 		}
 		fmt.Fprintf(w, "No --bundle given: using %s\n", inState(dir, bundle))
@@ -539,7 +539,7 @@ func createTarget(c *cli.Context, w io.Writer) (id, bundle string, err error) {
 		if rec.Spec == "" {
 			return "", "", fmt.Errorf("no container ID or --bundle given, and no spec written yet in %s: write one first (`podlab pull nginx`, `podlab unpack`, `podlab spec`), or name both: podlab runc %s ID --bundle DIR", dir, c.Command.Name)
 		}
-		if !exists(filepath.Join(rec.Spec, "config.json")) {
+		if !pathExists(filepath.Join(rec.Spec, "config.json")) {
 			return "", "", fmt.Errorf("%s, the bundle whose spec was written last, has no config.json any more (removed, or unpacked again with --force?): write it again: podlab spec --bundle %s --image REF", inState(dir, rec.Spec), rec.Spec)
 		}
 		bundle, id = rec.Spec, rec.SpecID

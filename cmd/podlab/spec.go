@@ -160,7 +160,7 @@ func specTarget(c *cli.Context, dir string) (ref, bundle string, err error) {
 		case ref == "" && bundle == "" && rec.Unpacked == "":
 			return "", "", fmt.Errorf("no bundle given, and none unpacked yet in %s: unpack one first (`podlab pull nginx`, then `podlab unpack`), or name both: podlab spec --bundle DIR --image REF", dir)
 		case ref == "" && bundle == "":
-			if !exists(filepath.Join(rec.Unpacked, "rootfs")) {
+			if !pathExists(filepath.Join(rec.Unpacked, "rootfs")) {
 				return "", "", fmt.Errorf("%w: %s, the bundle unpacked last, is gone (removed?): unpack it again: podlab unpack %s", spec.ErrNoRootfs, inState(dir, rec.Unpacked), rec.UnpackedImage)
 			}
 			ref, bundle = rec.UnpackedImage, rec.Unpacked
