@@ -92,6 +92,10 @@ func Update(path string, change func(*Record)) error {
 		return fmt.Errorf("recording what this stage made: %w", err)
 	}
 	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("recording what this stage made: %w", err)
+	}
 	if _, err := tmp.Write(append(b, '\n')); err != nil {
 		tmp.Close()
 		return fmt.Errorf("recording what this stage made: %w", err)

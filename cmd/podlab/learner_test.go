@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/statedir"
+)
+
+// learner types podlab commands as a learner does: each line a new podlab
+// process (this test binary, see TestMain), with PODLAB_STATE_DIR set and
+// nothing else on the command line.
+type learner struct {
+	t     *testing.T
+	state string
+	env   []string
+}
+
+func newLearner(t *testing.T) *learner {
+	t.Helper()
+	testenv.RequireRoot(t)
+	rt := testenv.Runc(t)
+	state := testenv.StateDir(t)
+	env := []string{"PODLAB_TEST_RUN_MAIN=1", "PODLAB_STATE_DIR=" + state, "PODLAB_RUNTIME=" + rt}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "PODLAB_") {
+			env = append(env, e)
+		}
+	}
+	return &learner{t: t, state: state, env: env}
+}
+
+// command is the process that runs line ("podlab pull nginx").
+func (l *learner) command(line string) *exec.Cmd {
+	l.t.Helper()
+	words := strings.Fields(line)
+	if len(words) == 0 || words[0] != "podlab" {
+		l.t.Fatalf("not a podlab command: %q", line)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	cmd := exec.Command(exe, words[1:]...)
+	cmd.Env = l.env
+	return cmd
+}
+
+// typed runs line and returns its output (stdout and stderr); it fails the
+// test when the command fails.
+func (l *learner) typed(line string) string {
+	l.t.Helper()
+	out, err := l.command(line).CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("$ %s: %v\n%s", line, err, out)
+	}
+	return string(out)
+}
+
+// fails runs line and returns its output; it fails the test when the
+// command succeeds.
+func (l *learner) fails(line string) string {
+	l.t.Helper()
+	out, err := l.command(line).CombinedOutput()
+	if err == nil {
+		l.t.Fatalf("$ %s succeeded, want an error:\n%s", line, out)
+	}
+	return string(out)
+}
+
+// serveRegistry starts `podlab registry serve` on a free port with the demo
+// images, as the lessons' set-up does, and waits until it is ready; it is
+// stopped when the test ends. It returns the registry's address.
+func (l *learner) serveRegistry() string {
+	l.t.Helper()
+	images := "/var/lib/podlab/demo-images"
+	if _, err := os.Stat(filepath.Join(images, "index.json")); err != nil {
+		testenv.Missing(l.t, "no demo images in %s: run `make images`", images)
+	}
+	logPath := filepath.Join(l.t.TempDir(), "registry.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	cmd := l.command("podlab registry serve --addr 127.0.0.1:0 --images " + images)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	addr := regexp.MustCompile(`Registry listening on http://(\S+) `)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(logPath)
+		if m := addr.FindSubmatch(b); m != nil && strings.Contains(string(b), "Serving until Ctrl-C") {
+			return string(m[1])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(logPath)
+	l.t.Fatalf("the registry was not ready within 60s:\n%s", b)
+	return ""
+}
+
+// pidOf is the host pid of container id's process (runc's state.json).
+func (l *learner) pidOf(id string) int {
+	l.t.Helper()
+	b, err := os.ReadFile(filepath.Join(statedir.Layout{Dir: l.state}.Runtime().RuncRoot(), id, "state.json"))
+	if err != nil {
+		l.t.Fatalf("reading runc's state of %s: %v", id, err)
+	}
+	var st struct {
+		Pid int `json:"init_process_pid"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.Pid == 0 {
+		l.t.Fatalf("runc's state of %s: %v (%s)", id, err, b)
+	}
+	return st.Pid
+}
+
+// getInNetns asks http://127.0.0.1:80/ from inside the network namespace
+// of pid (a by-hand container has a network namespace of its own, only
+// lo in it), bringing its loopback up first, for up to 10 s while the
+// app starts.
+func getInNetns(t *testing.T, pid int) (int, string) {
+	t.Helper()
+	var conn net.Conn
+	err := func() error {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			return err
+		}
+		defer orig.Close()
+		ns, err := netns.GetFromPid(pid)
+		if err != nil {
+			return err
+		}
+		defer ns.Close()
+		if err := netns.Set(ns); err != nil {
+			return err
+		}
+		defer netns.Set(orig) //nolint:errcheck // the thread is locked; a failure leaves it to die with the test
+		if err := testenv.LoopbackUp(); err != nil {
+			return fmt.Errorf("bringing up lo: %w", err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			// The socket is made here, in the container's namespace;
+			// it stays there when the thread goes back.
+			conn, err = (&net.Dialer{}).DialContext(context.Background(), "tcp", "127.0.0.1:80")
+			if err == nil || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	if err != nil {
+		t.Fatalf("connecting to 127.0.0.1:80 in the network namespace of pid %d: %v", pid, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading nginx's answer: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func wantLines(t *testing.T, line, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("$ %s: the output lacks %q:\n%s", line, w, out)
+		}
+	}
+}
+
+// TestLearner_ThreeCommandsAsTyped is issue 16's "the three commands as
+// typed": on a fresh state directory after the set-up (podlab init, podlab
+// registry serve), a learner types exactly podlab pull nginx, podlab
+// unpack, podlab spec and podlab runc run -d, and nginx answers HTTP;
+// then podlab runc delete --force, podlab runc create and podlab runc
+// start, and it answers again.
+func TestLearner_ThreeCommandsAsTyped(t *testing.T) {
+	l := newLearner(t)
+	l.typed("podlab init")
+	reg := l.serveRegistry()
+
+	steps := []struct {
+		line string
+		want []string
+	}{
+		{"podlab pull nginx", []string{"Pulled docker.io/library/nginx:latest", "(mirror http://" + reg + " for docker.io)"}},
+		{"podlab unpack", []string{"unpacking nginx (the image pulled last) into bundles/nginx\n"}},
+		{"podlab spec", []string{"writing the spec of bundles/nginx (the bundle unpacked last, from image nginx)\n"}},
+		{"podlab runc run -d", []string{"creating nginx from bundles/nginx (the bundle whose spec was written last)\n", "Started container nginx"}},
+	}
+	for _, s := range steps {
+		wantLines(t, s.line, l.typed(s.line), s.want...)
+	}
+	t.Cleanup(func() { l.command("podlab runc delete --force nginx").Run() })
+	if code, body := getInNetns(t, l.pidOf("nginx")); code != http.StatusOK || !strings.Contains(body, "nginx") {
+		t.Fatalf("nginx after podlab runc run -d answered %d:\n%s", code, body)
+	}
+
+	// Again, in two steps: create, then start (runc's start only starts a
+	// created container).
+	wantLines(t, "podlab runc delete --force", l.typed("podlab runc delete --force"), "container nginx (the container created last)", "Deleted container nginx")
+	wantLines(t, "podlab runc start", l.fails("podlab runc start"), "no container created yet", "podlab runc create   (it takes nginx, the bundle whose spec was written last)")
+	wantLines(t, "podlab runc create", l.typed("podlab runc create"), "creating nginx from bundles/nginx")
+	wantLines(t, "podlab runc start", l.typed("podlab runc start"), "container nginx (the container created last)", "Started container nginx")
+	if code, body := getInNetns(t, l.pidOf("nginx")); code != http.StatusOK || !strings.Contains(body, "nginx") {
+		t.Fatalf("nginx after podlab runc create and start answered %d:\n%s", code, body)
+	}
+}
