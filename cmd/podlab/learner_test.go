@@ -20,6 +20,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/containerd"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -236,5 +237,131 @@ func TestLearner_ThreeCommandsAsTyped(t *testing.T) {
 	wantLines(t, "podlab runc start", l.typed("podlab runc start"), "container nginx (the container created last)", "Started container nginx")
 	if code, body := getInNetns(t, l.pidOf("nginx")); code != http.StatusOK || !strings.Contains(body, "nginx") {
 		t.Fatalf("nginx after podlab runc create and start answered %d:\n%s", code, body)
+	}
+}
+
+// TestLearner_RememberedDefaults_Bad: what a learner may type out of order,
+// each on a fresh state directory: the stage says what is missing and the
+// command that makes it; an explicit argument always wins over the record.
+// In-process, no runc: every case is decided before runc would run.
+func TestLearner_RememberedDefaults_Bad(t *testing.T) {
+	host := demoRegistry(t)
+	hello, nginx := host+"/podlab/hello:1.0", host+"/library/nginx:latest"
+	dead := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return "http://" + ln.Addr().String()
+	}()
+	tests := []struct {
+		name    string
+		before  [][]string // commands that must succeed first
+		remove  string     // a path under the state directory removed before args
+		mirror  string     // written into certs.d/<host>/hosts.toml first, as registry serve does
+		args    []string
+		wantErr bool
+		want    []string // in the error, or in the output
+	}{
+		{name: "unpack with nothing pulled", args: []string{"unpack"}, wantErr: true,
+			want: []string{"none pulled yet", "podlab pull nginx"}},
+		{name: "spec with nothing unpacked", args: []string{"spec"}, wantErr: true,
+			want: []string{"none unpacked yet", "podlab unpack"}},
+		{name: "runc create with no spec written", args: []string{"runc", "create"}, wantErr: true,
+			want: []string{"no spec written yet", "podlab spec"}},
+		{name: "runc start with nothing created", args: []string{"runc", "start"}, wantErr: true,
+			want: []string{"no container created yet", "podlab runc create ID --bundle DIR", "podlab runc run -d"}},
+		{name: "two images pulled: unpack takes the last",
+			before: [][]string{{"pull", hello}, {"pull", nginx}}, args: []string{"unpack"},
+			want: []string{"unpacking " + nginx + " (the image pulled last) into bundles/nginx\n"}},
+		{name: "an explicit image wins over the one pulled last",
+			before: [][]string{{"pull", hello}, {"pull", nginx}}, args: []string{"unpack", hello},
+			want: []string{"Unpacking " + hello, "bundles/hello"}},
+		{name: "spec of the bundle unpacked last",
+			before: [][]string{{"pull", hello}, {"pull", nginx}, {"unpack", nginx}, {"unpack", hello}}, args: []string{"spec"},
+			want: []string{"writing the spec of bundles/hello (the bundle unpacked last, from image " + hello + ")"}},
+		{name: "an explicit image wins over the bundle unpacked last",
+			before: [][]string{{"pull", hello}, {"pull", nginx}, {"unpack", nginx}, {"unpack", hello}}, args: []string{"spec", "--image", nginx},
+			want: []string{"No --bundle given: writing the spec into ", "bundles/nginx", "of container nginx (image " + nginx + ")"}},
+		{name: "the bundle unpacked last was deleted",
+			before: [][]string{{"pull", hello}, {"unpack"}}, remove: "bundles/hello", args: []string{"spec"}, wantErr: true,
+			want: []string{"bundles/hello, the bundle unpacked last, is gone", "podlab unpack " + hello}},
+		{name: "the bundle whose spec was written last was deleted",
+			before: [][]string{{"pull", hello}, {"unpack"}, {"spec"}}, remove: "bundles/hello", args: []string{"runc", "create"}, wantErr: true,
+			want: []string{"bundles/hello, the bundle whose spec was written last, has no config.json", "podlab spec --bundle"}},
+		{name: "runc create ID without a bundle of that name",
+			args: []string{"runc", "create", "web"}, wantErr: true,
+			want: []string{"bundles/web has no config.json", "podlab runc create web --bundle DIR"}},
+		{name: "runc start after a spec, nothing created",
+			before: [][]string{{"pull", hello}, {"unpack"}, {"spec"}}, args: []string{"runc", "start"}, wantErr: true,
+			want: []string{"no container created yet", "podlab runc create   (it takes hello, the bundle whose spec was written last)"}},
+		{name: "pull nginx with no mirror configured",
+			args: []string{"pull", "nginx"}, wantErr: true,
+			want: []string{"no mirror is configured for docker.io", "certs.d/docker.io/hosts.toml does not exist", "podlab registry serve"}},
+		{name: "pull nginx with the mirror down",
+			mirror: dead, args: []string{"pull", "nginx"}, wantErr: true,
+			want: []string{"the mirror " + dead, "certs.d/docker.io/hosts.toml", "podlab registry serve"}},
+		{name: "pull nginx through the mirror hosts.toml names",
+			mirror: "http://" + host, args: []string{"pull", "nginx"},
+			want: []string{"Pulled docker.io/library/nginx:latest", "(mirror http://" + host + " for docker.io)"}},
+		{name: "--registry-mirror wins over hosts.toml",
+			mirror: dead, args: []string{"pull", "nginx", "--registry-mirror", "http://" + host},
+			want: []string{"Pulled docker.io/library/nginx:latest", "(mirror http://" + host + " for docker.io)"}},
+		{name: "a dead --registry-mirror",
+			args: []string{"pull", "nginx", "--registry-mirror", dead}, wantErr: true,
+			want: []string{"registry unreachable", "podlab registry serve"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("PODLAB_REGISTRY_MIRROR", "")
+			state := t.TempDir()
+			if tt.mirror != "" {
+				if _, err := containerd.WriteHosts(statedir.Layout{Dir: state}.CertsDir(), tt.mirror); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, args := range tt.before {
+				mustPodlab(t, state, args...)
+			}
+			if tt.remove != "" {
+				if err := os.RemoveAll(filepath.Join(state, tt.remove)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, errOut, err := podlab(t, state, tt.args...)
+			text := out + errOut
+			if err != nil {
+				text += err.Error()
+			}
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("podlab %s: err = %v, wantErr %v\n%s", strings.Join(tt.args, " "), err, tt.wantErr, text)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("podlab %s: lacks %q:\n%s", strings.Join(tt.args, " "), w, text)
+				}
+			}
+		})
+	}
+}
+
+// TestInit_WritesMirrors: podlab init names the lab registry's default
+// address as docker.io's mirror, and keeps a hosts.toml that is there
+// (podlab registry serve writes the address it really listens on).
+func TestInit_WritesMirrors(t *testing.T) {
+	state := t.TempDir()
+	file := filepath.Join(statedir.Layout{Dir: state}.CertsDir(), "docker.io", "hosts.toml")
+	mustPodlab(t, state, "init")
+	b, err := os.ReadFile(file)
+	if err != nil || !strings.Contains(string(b), `[host."http://127.0.0.1:5001"]`) {
+		t.Fatalf("after podlab init, %s: %v\n%s", file, err, b)
+	}
+	if _, err := containerd.WriteHosts(statedir.Layout{Dir: state}.CertsDir(), "http://127.0.0.1:40001"); err != nil {
+		t.Fatal(err)
+	}
+	mustPodlab(t, state, "init")
+	if b, _ := os.ReadFile(file); !strings.Contains(string(b), "127.0.0.1:40001") {
+		t.Fatalf("podlab init replaced the mirror registry serve wrote:\n%s", b)
 	}
 }
