@@ -90,10 +90,7 @@ func (l *learner) fails(line string) string {
 // stopped when the test ends. It returns the registry's address.
 func (l *learner) serveRegistry() string {
 	l.t.Helper()
-	images := "/var/lib/podlab/demo-images"
-	if _, err := os.Stat(filepath.Join(images, "index.json")); err != nil {
-		testenv.Missing(l.t, "no demo images in %s: run `make images`", images)
-	}
+	images := testenv.DemoImages(l.t)
 	logPath := filepath.Join(l.t.TempDir(), "registry.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
