@@ -67,13 +67,24 @@ index over 4 MiB (containerd's limit) and an image config over 4 MiB
 size and the limit. Digests may be sha256 or sha512 (blobs/sha512/<hex>),
 as the OCI image spec allows.
 
---registry-mirror (or $PODLAB_REGISTRY_MIRROR) sends docker.io references to
-a mirror, as a containerd hosts.toml "[host."http://mirror"]" entry does: the
-repository path stays (library/nginx) and the image keeps its docker.io name.
-containerd would fall back to Docker Hub when the mirror fails; podlab does
-not. An http:// mirror, or --insecure, allows plain HTTP.
+MIRRORS. A runtime finds a registry's mirrors as containerd does, in its
+registry hosts directory (containerd's config_path, /etc/containerd/certs.d;
+here <state-dir>/certs.d): <certs.d>/docker.io/hosts.toml names the hosts to
+ask for docker.io images, each [host."URL"] a mirror, asked in order, then
+"server", the registry itself. podlab reads the file with containerd's own
+parser (core/remotes/docker/config), asks each host in turn, and adds
+?ns=docker.io to each request to a mirror, so one mirror can stand in for
+several registries. The image keeps its docker.io name. podlab registry
+serve writes these files naming itself (podlab init writes the default
+address, http://127.0.0.1:5001, when none is there): "podlab pull nginx"
+then comes through the lab registry. Read one: cat <state-dir>/certs.d/docker.io/hosts.toml
+
+--registry-mirror (or $PODLAB_REGISTRY_MIRROR) wins over the files: it sends
+docker.io references to that mirror only, with no fall-back. An http://
+mirror, or --insecure, allows plain HTTP.
 
 Examples:
+  podlab pull nginx
   podlab pull nginx --registry-mirror http://127.0.0.1:5001
   podlab pull 127.0.0.1:5001/podlab/hello:1.0 --platform linux/arm64
   podlab pull 127.0.0.1:5001/podlab/hello@sha256:<digest>`,
@@ -85,7 +96,7 @@ Examples:
 		},
 		&cli.StringFlag{
 			Name:    "registry-mirror",
-			Usage:   "registry URL to pull docker.io images from (e.g. http://127.0.0.1:5001)",
+			Usage:   "registry URL to pull docker.io images from (e.g. http://127.0.0.1:5001), instead of the mirrors certs.d/docker.io/hosts.toml names",
 			EnvVars: []string{pull.MirrorEnv},
 		},
 		&cli.BoolFlag{
