@@ -149,6 +149,9 @@ func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
 		src += fmt.Sprintf("  (mirror %s for docker.io)", res.Mirror)
 	}
 	fmt.Fprintf(w, "  registry   %s\n", src)
+	if res.HostsFile != "" {
+		fmt.Fprintf(w, "  mirrors    as %s names them\n", res.HostsFile)
+	}
 	if res.Index != nil {
 		fmt.Fprintf(w, "  resolved   %s (%s)\n", res.Index.Digest, res.Index.MediaType)
 		fmt.Fprintf(w, "  platform   %s\n", res.Index)
