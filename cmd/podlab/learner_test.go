@@ -362,3 +362,42 @@ func TestInit_WritesMirrors(t *testing.T) {
 		t.Fatalf("podlab init replaced the mirror registry serve wrote:\n%s", b)
 	}
 }
+
+// TestMakefile_HonoursPodlabStateDir: every Makefile target works on the
+// state directory podlab itself uses, $PODLAB_STATE_DIR, unless STATE_DIR=
+// is given (make -n: what would run).
+func TestMakefile_HonoursPodlabStateDir(t *testing.T) {
+	mk := testenv.LookPath(t, "make")
+	mine, other := t.TempDir(), t.TempDir()
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"PODLAB_STATE_DIR", []string{"PODLAB_STATE_DIR=" + mine}, nil,
+			[]string{"--out " + mine + "/demo-images --cache " + mine + "/cache/debs", "podlab --state-dir " + mine + " up"}},
+		{"STATE_DIR= wins", []string{"PODLAB_STATE_DIR=" + mine}, []string{"STATE_DIR=" + other},
+			[]string{"--out " + other + "/demo-images", "podlab --state-dir " + other + " up"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(mk, append([]string{"-n", "-C", testenv.RepoRoot(), "images", "demo-run"}, tt.args...)...)
+			for _, e := range os.Environ() {
+				if !strings.HasPrefix(e, "PODLAB_") && !strings.HasPrefix(e, "STATE_DIR=") && !strings.HasPrefix(e, "MAKEFLAGS=") {
+					cmd.Env = append(cmd.Env, e)
+				}
+			}
+			cmd.Env = append(cmd.Env, tt.env...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("make -n: %v\n%s", err, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("make -n images demo-run lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
