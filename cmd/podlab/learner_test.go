@@ -202,8 +202,8 @@ func wantLines(t *testing.T, line, out string, want ...string) {
 // typed": on a fresh state directory after the set-up (podlab init, podlab
 // registry serve), a learner types exactly podlab pull nginx, podlab
 // unpack, podlab spec and podlab runc run -d, and nginx answers HTTP;
-// then podlab runc delete --force, podlab runc create and podlab runc
-// start, and it answers again.
+// then podlab runc delete --force, podlab runc create nginx (the bundle
+// bundles/nginx) and podlab runc start, and it answers again.
 func TestLearner_ThreeCommandsAsTyped(t *testing.T) {
 	l := newLearner(t)
 	l.typed("podlab init")
@@ -230,7 +230,7 @@ func TestLearner_ThreeCommandsAsTyped(t *testing.T) {
 	// created container).
 	wantLines(t, "podlab runc delete --force", l.typed("podlab runc delete --force"), "container nginx (the container created last)", "Deleted container nginx")
 	wantLines(t, "podlab runc start", l.fails("podlab runc start"), "no container created yet", "podlab runc create   (it takes nginx, the bundle whose spec was written last)")
-	wantLines(t, "podlab runc create", l.typed("podlab runc create"), "creating nginx from bundles/nginx")
+	wantLines(t, "podlab runc create nginx", l.typed("podlab runc create nginx"), "No --bundle given: using bundles/nginx", "Created container nginx")
 	wantLines(t, "podlab runc start", l.typed("podlab runc start"), "container nginx (the container created last)", "Started container nginx")
 	if code, body := getInNetns(t, l.pidOf("nginx")); code != http.StatusOK || !strings.Contains(body, "nginx") {
 		t.Fatalf("nginx after podlab runc create and start answered %d:\n%s", code, body)
@@ -289,7 +289,7 @@ func TestLearner_RememberedDefaults_Bad(t *testing.T) {
 			want: []string{"bundles/hello, the bundle whose spec was written last, has no config.json", "podlab spec --bundle"}},
 		{name: "runc create ID without a bundle of that name",
 			args: []string{"runc", "create", "web"}, wantErr: true,
-			want: []string{"bundles/web has no config.json", "podlab runc create web --bundle DIR"}},
+			want: []string{"No --bundle given: using bundles/web", "bundles/web: make one with `podlab unpack IMAGE --bundle"}},
 		{name: "runc start after a spec, nothing created",
 			before: [][]string{{"pull", hello}, {"unpack"}, {"spec"}}, args: []string{"runc", "start"}, wantErr: true,
 			want: []string{"no container created yet", "podlab runc create   (it takes hello, the bundle whose spec was written last)"}},

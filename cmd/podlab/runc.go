@@ -139,11 +139,11 @@ Next: podlab runc start (the container created last) or podlab runc start ID.`,
 		if c.String("pod") != "" {
 			return runPodStage(c, kubelet.StageCreate)
 		}
-		id, bundle, err := createTarget(c, c.App.Writer)
+		r, err := runcRuntime(c, c.String("runtime")) // the runtime is checked before the bundle
 		if err != nil {
 			return err
 		}
-		r, err := runcRuntime(c, c.String("runtime"))
+		id, bundle, err := createTarget(c, c.App.Writer)
 		if err != nil {
 			return err
 		}
@@ -233,11 +233,11 @@ Without ID and --bundle it runs the bundle whose spec was written last
 		if !c.Bool("detach") {
 			w = c.App.ErrWriter // stdout is the container's
 		}
-		id, bundle, err := createTarget(c, w)
+		r, err := runcRuntime(c, c.String("runtime")) // the runtime is checked before the bundle
 		if err != nil {
 			return err
 		}
-		r, err := runcRuntime(c, c.String("runtime"))
+		id, bundle, err := createTarget(c, w)
 		if err != nil {
 			return err
 		}
@@ -520,10 +520,8 @@ func createTarget(c *cli.Context, w io.Writer) (id, bundle string, err error) {
 	switch {
 	case id != "" && bundle != "":
 	case id != "":
+		// runc says what is missing when there is no such bundle.
 		bundle = statedir.Layout{Dir: dir}.Bundle(id)
-		if !pathExists(filepath.Join(bundle, "config.json")) {
-			return "", "", fmt.Errorf("no --bundle given, and %s has no config.json: write it (podlab spec --bundle %s --image REF), or name the bundle: podlab runc %s %s --bundle DIR", inState(dir, bundle), bundle, c.Command.Name, id)
-		}
 		fmt.Fprintf(w, "No --bundle given: using %s\n", inState(dir, bundle))
 	case bundle != "":
 		if bundle, err = filepath.Abs(bundle); err != nil {
