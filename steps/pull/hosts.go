@@ -136,6 +136,17 @@ func resolveFirst(ctx context.Context, sources []source, id string, keychain aut
 		tried = append(tried, fmt.Sprintf("%s (%v)", what, err))
 		errs = append(errs, err)
 	}
-	err := fmt.Errorf("no host answered; tried %s, as %s names them", strings.Join(tried, ", then "), res.HostsFile)
-	return nil, v1.Descriptor{}, false, errors.Join(append([]error{err}, errs...)...)
+	msg := fmt.Sprintf("no host answered; tried %s, as %s names them", strings.Join(tried, ", then "), res.HostsFile)
+	return nil, v1.Descriptor{}, false, &hostsError{msg: msg, errs: errs}
 }
+
+// hostsError says that no host of a hosts.toml answered; it wraps each
+// host's error (errors.Is finds ErrRegistryUnreachable among them) and
+// says each once.
+type hostsError struct {
+	msg  string
+	errs []error
+}
+
+func (e *hostsError) Error() string   { return e.msg }
+func (e *hostsError) Unwrap() []error { return e.errs }
