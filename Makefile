@@ -9,14 +9,16 @@
 #                bbolt, the scheduler and pod start-up, and the API server
 #                over HTTPS (README: Performance)
 #
-# Everything podlab makes lives under STATE_DIR (default /var/lib/podlab as
-# root); the tools it needs are installed into ./bin.
+# Everything podlab makes lives under STATE_DIR: $PODLAB_STATE_DIR when it
+# is set (the state directory podlab itself uses), else /var/lib/podlab as
+# root; `make images STATE_DIR=DIR` still wins. The tools it needs are
+# installed into ./bin.
 
 SHELL        := /bin/bash
 GO           ?= go
 BIN          := $(CURDIR)/bin
 UID          := $(shell id -u)
-STATE_DIR    ?= $(if $(filter 0,$(UID)),/var/lib/podlab,$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/podlab)
+STATE_DIR    ?= $(or $(PODLAB_STATE_DIR),$(if $(filter 0,$(UID)),/var/lib/podlab,$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/podlab))
 RUNC_VERSION := v1.5.3
 CRANE_VERSION:= v0.22.1
 # kubectl's release follows podlab's k8s.io modules (k8s.io/api v0.37.2 is Kubernetes v1.37.2).
@@ -34,6 +36,8 @@ APT_PACKAGES := libseccomp-dev pkg-config gcc libc6-dev pigz umoci iproute2 curl
 
 PODLAB := $(BIN)/podlab --state-dir $(STATE_DIR)
 export PODLAB_DEB_CACHE := $(STATE_DIR)/cache/debs
+# where the tests find the demo images `make images` built
+export PODLAB_DEMO_IMAGES := $(STATE_DIR)/demo-images
 export PATH := $(BIN):$(PATH)
 
 .PHONY: all deps build images demo demo-run test bench clean

@@ -34,10 +34,7 @@ import (
 // HOST/library/nginx:latest.
 func demoRegistry(t *testing.T) string {
 	t.Helper()
-	dir := "/var/lib/podlab/demo-images"
-	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
-		testenv.Missing(t, "no demo images in %s: run `make images`", dir)
-	}
+	dir := testenv.DemoImages(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")

@@ -11,6 +11,15 @@
 // blob whose bytes do not match its digest never enters the store. Blobs
 // already present are never fetched again.
 //
+// Where to ask is configured as containerd configures it: Options.HostsDir
+// is a registry hosts directory (containerd's config_path), and
+// <HostsDir>/<registry>/hosts.toml, read with containerd's own parser
+// (core/remotes/docker/config), names the registry's mirrors and its
+// server. Each host that may resolve and pull is asked in turn, mirrors with
+// ?ns=<registry> on every request, and the first that answers is pulled
+// from; when none does, the error names each host, what it said, and the
+// file (see HostsFile).
+//
 // The package never prints: Pull returns a Result, and progress goes to an
 // io.Writer the caller passes in.
 package pull
