@@ -48,8 +48,10 @@ the runtime downloads it. podlab pull does what the runtime does:
 
 5. Download what is missing into the CONTENT STORE, a few layers at a time.
    Here it is one OCI image layout, <state-dir>/content (oci-layout,
-   index.json, blobs/sha256/<hex>), shared by every pod, as containerd's
-   content store is shared by every container on a node. Every blob goes to
+   index.json, blobs/sha256/<hex>): the by-hand stages' own store, shared by
+   every bundle you unpack from it, as containerd's content store is shared
+   by every container on a node (each node's runtime has its own, in
+   <state-dir>/nodes/NAME/content). Every blob goes to
    a temporary file in content/ingest/, its size and sha256 are checked
    against the digest, and only then is it renamed into blobs/: a blob that
    does not match is refused and the store stays as it was. Blobs already
@@ -181,7 +183,7 @@ func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
 		fmt.Fprintf(w, "  downloaded %s; every blob's size and sha256 matched its digest\n", pull.HumanSize(res.Downloaded))
 	}
 
-	fmt.Fprintf(w, "\nContent store (one OCI image layout shared by every pod): %s\n", res.StoreDir)
+	fmt.Fprintf(w, "\nContent store (one OCI image layout, the by-hand stages' own; each node's runtime has its own): %s\n", res.StoreDir)
 	fmt.Fprintf(w, "  %s  names the image %q\n", res.IndexPath, res.Reference)
 	for _, b := range append([]pull.Blob{res.Manifest, res.Config}, res.Layers...) {
 		fmt.Fprintf(w, "  %s  %s\n", b.Path, b.Kind)
