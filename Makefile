@@ -72,10 +72,13 @@ deps:
 		GOBIN=$(BIN) CGO_ENABLED=0 $(GO) install -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$(CRICTL_VERSION)" sigs.k8s.io/cri-tools/cmd/crictl@v$(CRICTL_VERSION); \
 	fi
 
-## build: bin/podlab, static (no dynamic loader at start); urfave_cli_no_docs
+## build: bin/podlab and bin/podlab-runc (the runtime's per-container part,
+## the shim and a foreground run, small so that it starts fast: see
+## cmd/podlab-runc), static (no dynamic loader at start); urfave_cli_no_docs
 ## drops the CLI library's man-page generator, which every start would pay for
 build:
 	CGO_ENABLED=0 $(GO) build -tags urfave_cli_no_docs -o $(BIN)/podlab ./cmd/podlab
+	CGO_ENABLED=0 $(GO) build -tags urfave_cli_no_docs -o $(BIN)/podlab-runc ./cmd/podlab-runc
 
 ## images: build the demo images (hello, nginx from Debian's packages) into an OCI layout
 images: build

@@ -443,7 +443,7 @@ func runcSetup(c *cli.Context) (*runc.Runtime, string, error) {
 	l := statedir.Layout{Dir: dir}.Runtime()
 	r := runc.NewRuntime(h, l.HandlerRoot(h.Name), l.Dir)
 	r.CgroupParent = l.CgroupParent
-	r.Shim = []string{exe, "runc", "shim"}
+	r.Shim = runc.ShimCommand(exe)
 	r.OnCommand = traceTo(c.App.Writer)
 	return r, id, nil
 }
