@@ -90,4 +90,3 @@ func printEnded(w io.Writer, r *runc.Runtime, id string, ex *runc.Exit, kept boo
 	fmt.Fprintf(w, "  log:       %s (podlab runc logs %s)\n", r.LogPath(id), id)
 	fmt.Fprintf(w, "  exit code: %s (podlab runc state %s)\n", r.ExitPath(id), id)
 }
-
