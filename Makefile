@@ -109,7 +109,8 @@ test: deps build images
 ## pod-to-pod HTTP across nodes); then the store and the
 ## REST layer's own benchmarks, creates on a real etcd against bbolt among
 ## them (issue 14: etcd >= 0.5x bbolt); the largest legal image config
-## (issue 15: pull vs go-containerregistry, its env merge vs containerd's). Each prints ns/op and its custom metrics
+## (issue 15: pull vs go-containerregistry, its env merge vs containerd's;
+## podlab-runc run vs bare runc run and vs containerd's ctr run --rm). Each prints ns/op and its custom metrics
 ## (creates/s, p99-ms, pods/s...); a missed target fails the run, after
 ## every package ran. BENCH=Network narrows to matching names.
 BENCH ?= .

@@ -7,6 +7,8 @@
 //   - unpack against `tar -xzf` of the same layers in order, and `umoci unpack`;
 //   - podlab-runc's `run` of a trivial container against bare `runc run`
 //     (and `podlab runc run`, the same from the big binary);
+//   - podlab-runc's `run` of podlab/hello against containerd's `ctr run --rm`
+//     (ctr_test.go; no target);
 //   - the API server: creates through the gate against raw bbolt writes,
 //     listing 10,000 pods, and watch latency across processes
 //     (apiserver_test.go).
