@@ -700,6 +700,7 @@ func printKubeletReport(w io.Writer, r kubelet.Report) {
 			fmt.Fprintf(w, "%s: %s: %d layers, %d files unpacked in %s (restart %d)\n", who, what, len(u.Layers), u.Total.Files,
 				u.Duration.Round(time.Millisecond), res.RestartCount)
 			fmt.Fprintf(w, "    rootfs %s\n", u.RootFS)
+			printRootfsSnapshotter(w, u)
 		}
 		rec = &res.Recording
 	case *kubelet.SpecResult:

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/statedir"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 var rmiCommand = &cli.Command{
@@ -21,8 +28,12 @@ image record, then its garbage collector removes unreferenced content); the
 kubelet's image garbage collector calls RemoveImage when the node's disk
 fills up.
 
-Containers already unpacked into bundles keep running: a bundle's rootfs is
-a copy, not a link to the store.`,
+Containers already unpacked into bundles keep running: a native bundle's
+rootfs is a copy, not a link to the store. With the overlayfs snapshotter
+(podlab unpack --snapshotter overlayfs), the layers' snapshots in
+<state-dir>/snapshots that no stored image uses any more are removed too,
+as containerd's garbage collector removes snapshots no image references;
+those a container's rootfs still stands on stay until its bundle goes.`,
 	Action: func(c *cli.Context) error {
 		if c.NArg() == 0 {
 			return fmt.Errorf("rmi needs an image reference, e.g. `podlab rmi nginx` (see `podlab images`)")
@@ -45,6 +56,47 @@ a copy, not a link to the store.`,
 			}
 			fmt.Fprintf(c.App.Writer, "Deleted %d blob(s), freed %s\n", len(res.Deleted), pull.HumanSize(res.BytesFreed))
 		}
-		return nil
+		return gcSnapshots(c, store)
 	},
+}
+
+// gcSnapshots removes the state directory's snapshots no stored image
+// uses (and no container's rootfs stands on).
+func gcSnapshots(c *cli.Context, store *pull.Store) error {
+	dir, err := stateDir(c)
+	if err != nil {
+		return err
+	}
+	root := statedir.Layout{Dir: dir}.SnapshotsDir()
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	snaps, err := unpack.OpenSnapshots(root)
+	if err != nil {
+		return err
+	}
+	images, err := store.List()
+	if err != nil {
+		return err
+	}
+	var imgs []v1.Image
+	for _, im := range images {
+		if im.Reference == "" {
+			continue
+		}
+		img, err := store.Image(im.Reference)
+		if err != nil {
+			return err
+		}
+		imgs = append(imgs, img)
+	}
+	keep, err := unpack.KeepImages(imgs)
+	if err != nil {
+		return err
+	}
+	removed, err := snaps.GC(keep)
+	for _, sn := range removed {
+		fmt.Fprintf(c.App.Writer, "  removed snapshot %d (%s): no stored image uses it\n", sn.ID, pull.ShortDigest(v1.Hash{Algorithm: "sha256", Hex: strings.TrimPrefix(sn.Name, "sha256:")}))
+	}
+	return err
 }

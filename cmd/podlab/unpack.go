@@ -18,13 +18,14 @@ import (
 	"github.com/podlab/podlab/steps/kubelet"
 
 	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/unpack"
 )
 
 var unpackCommand = &cli.Command{
 	Name:      "unpack",
 	Usage:     "unpack a pulled image's layers into an OCI bundle's rootfs (step 10)",
-	ArgsUsage: "REF [--bundle DIR] [--force]",
+	ArgsUsage: "REF [--bundle DIR] [--force] [--snapshotter native|overlayfs] | --remove --bundle DIR",
 	Description: `Step 10 of creating a Pod: before the container can start, the container
 runtime prepares its root filesystem from the image in its content store.
 
@@ -50,17 +51,40 @@ markers themselves never appear in the rootfs.
 
 THE BUNDLE. The result is an OCI runtime bundle: a directory (mode 0700)
 holding rootfs/, the container's files. "podlab spec" adds config.json next
-to it, and runc needs nothing else. containerd would apply each layer into a
-snapshot and stack the snapshots with overlayfs; podlab applies them, with
-containerd's own archive code (whiteouts handled, and no path in a layer can
-reach outside rootfs/, not through ../, absolute paths, symlinks or hard
-links), into one plain directory so you can look at every file. As root it
-applies them on a thread whose root directory is the rootfs (chroot, as
-Docker's chrootarchive does), so the kernel confines the paths too.
+to it, and runc needs nothing else.
 
-The layers are unpacked into a temporary directory next to the bundle and
-renamed into place only when all of them are applied and verified: an
-interrupted or failed unpack leaves nothing half made. An existing bundle is
+TWO SNAPSHOTTERS. With --snapshotter native (the default here, because
+seeing every layer applied in order is the lesson) podlab applies the
+layers, with containerd's own archive code (whiteouts handled, and no path
+in a layer can reach outside rootfs/, not through ../, absolute paths,
+symlinks or hard links), one after the other into one plain directory: a
+full copy for every container. As root it applies them on a thread whose
+root directory is the rootfs (chroot, as Docker's chrootarchive does), so
+the kernel confines the paths too.
+
+With --snapshotter overlayfs it does what containerd's overlayfs snapshotter
+does, and what a node's runtime does by default (the kubelet uses overlayfs
+where the kernel has it): each layer is unpacked ONCE, into its own
+directory <state-dir>/snapshots/N/fs (a "committed snapshot", found by the
+layer's chain ID, named by a short number N; cat <state-dir>/snapshots/index),
+the layers of an image in parallel. A deleted file stays in its layer's
+snapshot as overlay's whiteout (a 0/0 character device), an opaque
+directory as the attribute trusted.overlay.opaque=y. The container's rootfs
+is then a mount: "mount -t overlay" of the image's snapshots, top first, as
+read-only lowerdirs, plus an upperdir and workdir of the container's own
+(an "active snapshot"). A second container of the same image unpacks
+nothing: it gets its own upper directory and a mount, in milliseconds, and
+what it writes the other never sees. The bundle's snapshot.json records
+the mount; "podlab rmi" removes the snapshots no stored image uses.
+
+An image of more than 125 layers is refused before anything is unpacked
+(Docker's limit: overlay stacks at most 500 lowers, and mount(2) takes its
+options in one 4096-byte page, which is why snapshots have short numbers).
+
+The layers are unpacked into a temporary directory (next to the bundle, or
+snapshots/tmp-*) and renamed into place only when all of them are applied
+and verified: an interrupted or failed unpack leaves nothing half made, and
+a layer that fails half-way is never committed as a snapshot. An existing bundle is
 kept unless --force is given, and with --force it is replaced only once the
 new one is complete (its config.json goes too: run "podlab spec" again).
 Without --bundle the bundle goes to <state-dir>/bundles/<name>, the name
@@ -70,7 +94,10 @@ Examples:
   podlab pull nginx
   podlab unpack nginx
   podlab unpack 127.0.0.1:5001/podlab/hello:1.0 --bundle /var/lib/podlab/bundles/hello --force
-  ls -l /var/lib/podlab/bundles/hello/rootfs`,
+  ls -l /var/lib/podlab/bundles/hello/rootfs
+  podlab unpack hello --snapshotter overlayfs --bundle /var/lib/podlab/bundles/hello-2
+  cat /var/lib/podlab/snapshots/index; mount | grep overlay
+  podlab unpack --remove --bundle /var/lib/podlab/bundles/hello-2`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{
 			Name:        "bundle",
@@ -81,16 +108,32 @@ Examples:
 			Name:  "force",
 			Usage: "replace an existing bundle (only once the new one is complete)",
 		},
+		&cli.BoolFlag{
+			Name:  "remove",
+			Usage: "remove the --bundle instead: unmount an overlay rootfs and remove its upper directory (what CRI RemoveContainer does to a rootfs)",
+		},
+		&cli.StringFlag{
+			Name:  "snapshotter",
+			Usage: "`native` (every layer applied into the bundle's own rootfs) or overlayfs (a snapshot per layer in <state-dir>/snapshots, the rootfs an overlay mount of them)",
+			Value: string(unpack.Native),
+		},
 		podFlag(), namespaceFlag(), containerFlag(),
 	},
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {
 			return runPodStage(c, kubelet.StageUnpack)
 		}
+		if c.Bool("remove") {
+			return removeBundle(c)
+		}
 		if c.NArg() != 1 {
 			return fmt.Errorf("unpack needs one image reference, e.g. `podlab unpack nginx --bundle DIR`")
 		}
 		ref := c.Args().First()
+		snapshotter, err := unpack.ParseSnapshotter(c.String("snapshotter"))
+		if err != nil {
+			return err
+		}
 		dir, err := stateDir(c)
 		if err != nil {
 			return err
@@ -115,21 +158,52 @@ Examples:
 		if bundle, err = filepath.Abs(bundle); err != nil {
 			return err
 		}
+		opts := unpack.Options{
+			Force:       c.Bool("force"),
+			Snapshotter: snapshotter,
+			Start:       func(tmp string, n int) { printUnpackStart(w, ref, img, bundle, tmp, n) },
+			Progress:    func(l unpack.LayerResult) { printUnpackLayer(w, l) },
+		}
+		if opts.Snapshotter == unpack.Overlayfs {
+			if opts.Snapshots, err = unpack.OpenSnapshots(statedir.Layout{Dir: dir}.SnapshotsDir()); err != nil {
+				return err
+			}
+			opts.Start = func(_ string, n int) { printSnapshotStart(w, ref, img, opts.Snapshots, n) }
+		}
 		lessGC()
 		// Ctrl-C cancels the unpack, which then removes its temporary directory.
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		res, err := unpack.Unpack(ctx, img, bundle, unpack.Options{
-			Force:    c.Bool("force"),
-			Start:    func(tmp string, n int) { printUnpackStart(w, ref, img, bundle, tmp, n) },
-			Progress: func(l unpack.LayerResult) { printUnpackLayer(w, l) },
-		})
+		res, err := unpack.Unpack(ctx, img, bundle, opts)
 		if err != nil {
 			return err
 		}
 		printUnpackResult(w, ref, res)
 		return nil
 	},
+}
+
+// removeBundle is unpack --remove --bundle DIR.
+func removeBundle(c *cli.Context) error {
+	bundle := c.String("bundle")
+	if bundle == "" || c.NArg() != 0 {
+		return fmt.Errorf("unpack --remove needs --bundle DIR and no image, e.g. `podlab unpack --remove --bundle /var/lib/podlab/bundles/hello`")
+	}
+	bs, err := unpack.ReadBundleSnapshot(bundle)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(bundle, "rootfs")); err != nil {
+		return fmt.Errorf("%s has no rootfs/: not a bundle podlab unpack made (nothing removed)", bundle)
+	}
+	if err := unpack.RemoveBundle(bundle); err != nil {
+		return err
+	}
+	if bs != nil {
+		fmt.Fprintf(c.App.Writer, "Unmounted %s/rootfs and removed its upper directory %s/%d\n", bundle, bs.Snapshots, bs.Active)
+	}
+	fmt.Fprintf(c.App.Writer, "Removed %s\n", bundle)
+	return nil
 }
 
 // lessGC lets the heap grow to 5 times what is live before the garbage
@@ -152,11 +226,28 @@ func printUnpackStart(w io.Writer, ref string, img v1.Image, bundle, tmp string,
 	fmt.Fprintf(w, "  into %s/rootfs,\n  renamed to %s once every layer is applied and verified:\n", tmp, bundle)
 }
 
+func printSnapshotStart(w io.Writer, ref string, img v1.Image, snaps *unpack.Snapshots, layers int) {
+	fmt.Fprintf(w, "Unpacking %s with the overlayfs snapshotter", ref)
+	if d, err := img.Digest(); err == nil {
+		fmt.Fprintf(w, " (manifest %s)", d)
+	}
+	fmt.Fprintf(w, "\n  %d layers, each into a snapshot of its own in %s (cat %s/index),\n", layers, snaps.Root, snaps.Root)
+	fmt.Fprintf(w, "  unless it has one already; the missing ones in parallel, each one's sha256 checked against\n")
+	fmt.Fprintf(w, "  the config's diff_id, and committed (renamed to its number) only then:\n")
+}
+
 func printUnpackLayer(w io.Writer, l unpack.LayerResult) {
+	if l.Reused {
+		fmt.Fprintf(w, "  layer %-3d %s  already unpacked (snapshot %d)\n", l.Index+1, pull.ShortDigest(l.Digest), l.Snapshot)
+		return
+	}
 	fmt.Fprintf(w, "  layer %-3d %s  %s (%s)  %s -> %s uncompressed\n",
 		l.Index+1, pull.ShortDigest(l.Digest), l.MediaType, l.Compression,
 		pull.HumanSize(l.Compressed), pull.HumanSize(l.Bytes))
 	fmt.Fprintf(w, "            %s  diff_id %s ok  %s\n", countsLine(l.Counts), pull.ShortDigest(l.DiffID), roundDuration(l.Duration))
+	if l.Snapshot != 0 {
+		fmt.Fprintf(w, "            committed as snapshot %d\n", l.Snapshot)
+	}
 }
 
 func countsLine(c unpack.Counts) string {
@@ -168,6 +259,10 @@ func countsLine(c unpack.Counts) string {
 }
 
 func printUnpackResult(w io.Writer, ref string, res *unpack.Result) {
+	if res.Snapshot != nil {
+		printSnapshotResult(w, ref, res)
+		return
+	}
 	t := res.Total
 	fmt.Fprintf(w, "\nUnpacked %d layers in %s: %d files written, %s uncompressed, every diff_id matched\n",
 		len(res.Layers), roundDuration(res.Duration), t.Files, pull.HumanSize(t.Bytes))
@@ -206,4 +301,47 @@ func roundDuration(d time.Duration) time.Duration {
 	default:
 		return d.Round(10 * time.Microsecond)
 	}
+}
+
+func printSnapshotResult(w io.Writer, ref string, res *unpack.Result) {
+	reused := 0
+	for _, l := range res.Layers {
+		if l.Reused {
+			reused++
+		}
+	}
+	sn := res.Snapshot
+	fmt.Fprintf(w, "\nUnpacked %d of %d layers in %s (%d were snapshots already): %d files written, %s uncompressed\n",
+		len(res.Layers)-reused, len(res.Layers), roundDuration(res.Duration), reused, res.Total.Files, pull.HumanSize(res.Total.Bytes))
+	fmt.Fprintf(w, "\nThe container's rootfs is an overlay mount (recorded in %s/snapshot.json):\n  %s\n", res.Bundle, sn.Mount)
+	fmt.Fprintf(w, "  lowerdir  the image's snapshots %v, top first, read-only, shared with every container of the image\n", sn.Lowers)
+	fmt.Fprintf(w, "  upperdir  %s/%d/fs, snapshot %d, this container's own: what it writes or deletes goes there\n", sn.Snapshots, sn.Active, sn.Active)
+	fmt.Fprintf(w, "  workdir   %s/%d/work, overlay's scratch space\n", sn.Snapshots, sn.Active)
+	fmt.Fprintf(w, "\nBundle (an OCI runtime bundle, mode 0700): %s\n", res.Bundle)
+	fmt.Fprintf(w, "  rootfs/      %s  the overlay mount (mount | grep %s)\n", res.RootFS, res.RootFS)
+	fmt.Fprintf(w, "  config.json  not there yet: \"podlab spec\" writes it\n")
+	fmt.Fprintln(w, "\nKubernetes: this is what containerd's overlayfs snapshotter does for CreateContainer: each layer")
+	fmt.Fprintln(w, "unpacked once (at PullImage), and a thin writable layer per container over the shared ones.")
+	fmt.Fprintf(w, "\nNext: podlab spec --bundle %s --image %s\n", res.Bundle, ref)
+}
+
+// printRootfsSnapshotter says how the kubelet's runtime made a rootfs: the
+// snapshots it reused and the overlay mount, or why it is a copy.
+func printRootfsSnapshotter(w io.Writer, u *unpack.Result) {
+	if u.Snapshot == nil {
+		fmt.Fprintf(w, "    snapshotter native: a copy of every layer")
+		if u.Fallback != "" {
+			fmt.Fprintf(w, " (%s)", u.Fallback)
+		}
+		fmt.Fprintln(w)
+		return
+	}
+	reused := 0
+	for _, l := range u.Layers {
+		if l.Reused {
+			reused++
+		}
+	}
+	fmt.Fprintf(w, "    snapshotter overlayfs: %d of %d layers already unpacked; lowers %v in %s, upper %d\n",
+		reused, len(u.Layers), u.Snapshot.Lowers, u.Snapshot.Snapshots, u.Snapshot.Active)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -189,8 +190,9 @@ func TestUp_BarePod(t *testing.T) {
 	pid := rt.Pid
 	uid := strings.Split(id, "_")[4]
 	mounts := mountsUnder(t, state)
-	if pid <= 0 || len(mounts) != 3 {
-		t.Fatalf("before reset: container pid %d, %d mounts (want 3 namespaces): %v", pid, len(mounts), mounts)
+	rootfs := filepath.Join(nodeDir, "bundles", uid, "hello", "rootfs")
+	if pid <= 0 || len(mounts) != 4 || !slices.Contains(mounts, rootfs) {
+		t.Fatalf("before reset: container pid %d, %d mounts (want 3 namespaces and the rootfs's overlay, %s): %v", pid, len(mounts), rootfs, mounts)
 	}
 
 	out = mustUpApp(t, state, "n\n", "reset")

@@ -14,6 +14,7 @@ import (
 	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 // Component is the source.component of the kubelet's Events.
@@ -30,6 +31,9 @@ type Config struct {
 	// StateDir is podlab's state directory; the node's runtime lives in
 	// <StateDir>/nodes/<Node>.
 	StateDir string
+	// Snapshotter is how containers' rootfs are made (steps/unpack):
+	// "" chooses overlayfs where the kernel has it, native otherwise.
+	Snapshotter unpack.Snapshotter
 	// Client is the API server, as system:node:<Node>.
 	Client apiserver.Interface
 	// Runtime is the OCI runtime binary (runc); Shim the command that runs
@@ -117,6 +121,8 @@ type Kubelet struct {
 
 	infoOnce sync.Once
 	info     corev1.NodeSystemInfo
+
+	snap snapshotter // the node's snapshotter, chosen at the first unpack
 
 	mu        sync.Mutex
 	announced map[string]time.Time // back-offs whose Events were recorded, by container

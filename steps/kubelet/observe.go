@@ -16,6 +16,7 @@ import (
 
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 // PodState is what a node holds of a pod, plus the kubelet's memory of its
@@ -152,9 +153,10 @@ func (k *Kubelet) Observe(pod *corev1.Pod) (*PodState, error) {
 				}
 			}
 		}
-		if fi, err := os.Stat(filepath.Join(cs.Bundle, "rootfs")); err == nil && fi.IsDir() {
-			cs.Rootfs = true
-		}
+		// A rootfs is there when its directory is, and, for an overlay
+		// (the bundle's snapshot.json), when it is mounted: after a reboot
+		// the directory stays and the mount does not.
+		cs.Rootfs = unpack.RootfsReady(cs.Bundle)
 		if n, img, ok := readBundleConfig(filepath.Join(cs.Bundle, "config.json")); ok {
 			cs.Config, cs.ConfigRestart, cs.ConfigImageID = filepath.Join(cs.Bundle, "config.json"), n, img
 		}

@@ -420,9 +420,14 @@ func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container stri
 	return res, k.report(ctx, pod, &res.Recording, map[string]*override{c.Name: ov})
 }
 
-// UnpackStage unpacks the container's image into its bundle,
+// UnpackStage makes the container's rootfs in its bundle,
 // <node>/bundles/<pod-uid>/<container>/rootfs: a fresh root file system for
 // every restart, as a runtime prepares a new snapshot for every container.
+// With the node's overlayfs snapshotter (Kubelet.Snapshotter) only the
+// layers the node has no snapshot of are unpacked, and the rootfs is an
+// overlay mount with an upper directory of its own; for a pod with
+// hostUsers: false the lowers are idmapped into its range (a chowned copy
+// where the kernel refuses: Unpack.Fallback says so).
 func (k *Kubelet) UnpackStage(ctx context.Context, pod *corev1.Pod, container string) (*UnpackResult, error) {
 	start := time.Now()
 	t, err := k.target(pod, container, StageUnpack)
@@ -445,8 +450,13 @@ func (k *Kubelet) UnpackStage(ctx context.Context, pod *corev1.Pod, container st
 		return nil, err
 	}
 	shift, err := k.rootfsShift(pod)
+	var opts unpack.Options
 	if err == nil {
-		res.Unpack, err = unpack.Unpack(ctx, img, t.cs.Bundle, unpack.Options{Force: true, Shift: shift})
+		opts, err = k.rootfsOptions(pod.UID, t.c.Name)
+	}
+	if err == nil {
+		opts.Force, opts.Shift = true, shift
+		res.Unpack, err = unpack.Unpack(ctx, img, t.cs.Bundle, opts)
 	}
 	if err == nil {
 		err = k.openBundle(pod, t.c.Name)
@@ -766,6 +776,13 @@ func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveRe
 		errs = append(errs, err)
 	}
 	if err := k.layout.removeSandbox(uid); err != nil {
+		errs = append(errs, err)
+	}
+	// Each overlay rootfs is unmounted and its upper directory removed
+	// before the bundles go.
+	removed, err = k.removeRootfses(uid)
+	res.Paths = append(res.Paths, removed...)
+	if err != nil {
 		errs = append(errs, err)
 	}
 	// The pod directory holds the subPath bind mounts: each is unmounted

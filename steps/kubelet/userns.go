@@ -26,8 +26,10 @@ package kubelet
 //     user namespace first and the network, IPC and UTS namespaces inside
 //     it, in one clone(2) of a short-lived child, and pins all four.
 //   - The container. config.json joins the pinned user namespace, with its
-//     uid/gid mappings; the rootfs, a fresh copy per container, is chowned
-//     into the range at unpack (steps/unpack's Options.Shift); the files the
+//     uid/gid mappings; the rootfs is the node's snapshots through idmapped
+//     lowers with an upper directory of the range's root (a fresh copy
+//     chowned into the range where overlayfs cannot idmap them: steps/
+//     unpack's Options.Shift); the files the
 //     kubelet writes (/etc/hosts, /etc/hostname) are idmapped bind mounts;
 //     emptyDir volumes are owned by the range's root; hostPath volumes are
 //     neither (their files show as nobody inside).
@@ -580,8 +582,9 @@ func (k *Kubelet) userNamespaceOpts(pod *corev1.Pod, sb Sandbox, kubeletFiles []
 	return []oci.SpecOpts{spec.WithUserNamespace(nsPath, uids, gids), spec.WithIDMappedMounts(dsts...)}, nil
 }
 
-// rootfsShift is the unpack option that chowns a container's rootfs into
-// its pod's range; nil for a pod without a user namespace.
+// rootfsShift is the unpack option that gives a container's rootfs to its
+// pod's range (idmapped snapshots, or a chowned copy); nil for a pod
+// without a user namespace.
 func (k *Kubelet) rootfsShift(pod *corev1.Pod) (*unpack.IDShift, error) {
 	if !usesUserNamespace(pod) {
 		return nil, nil

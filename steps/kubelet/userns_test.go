@@ -18,6 +18,7 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 // usernsPod is a hello pod with hostUsers: false, runAsUser: 0 (what
@@ -150,8 +151,12 @@ func TestUserNamespace_HostUsersFalse(t *testing.T) {
 	if got := owner(t, written); uint64(got) != base {
 		t.Errorf("%s is owned by host uid %d, want %d", written, got, base)
 	}
-	// The rootfs is shifted; the kubelet's /etc/hosts (host root's) is
-	// idmapped to the pod's root.
+	// The rootfs is the node's shared snapshots, idmapped into the range
+	// (nothing chowned), under an upper directory of the pod's root; the
+	// kubelet's /etc/hosts (host root's) is idmapped to the pod's root.
+	if bs, err := unpack.ReadBundleSnapshot(layout.Bundle(first.UID, "web")); err != nil || bs == nil || !bs.IDMapped {
+		t.Errorf("the rootfs is not an idmapped overlay of the node's snapshots: %+v, %v", bs, err)
+	}
 	rootfs := filepath.Join(layout.Bundle(first.UID, "web"), "rootfs")
 	if got := owner(t, rootfs); uint64(got) != base {
 		t.Errorf("rootfs owned by %d, want %d", got, base)

@@ -13,7 +13,12 @@
 //	  pki/ca.crt ca.key NAME.crt NAME.key   the cluster CA and the certificates it signed (steps/pki)
 //	  kubeconfigs/NAME.kubeconfig       one kubeconfig per identity (admin, node-1, ...)
 //	  content/                          podlab pull's content store (an OCI image layout)
-//	  bundles/<name>/                   podlab unpack's bundles: rootfs/ and config.json
+//	  bundles/<name>/                   podlab unpack's bundles: rootfs/ and config.json (and snapshot.json
+//	                                    when rootfs/ is an overlay mount)
+//	  snapshots/                        podlab unpack --snapshotter overlayfs (steps/unpack):
+//	    index                           one line per snapshot: id, kind, parent, created, chain ID or key
+//	    <N>/fs                          a committed layer, or a container's upper directory
+//	    <N>/work                        overlay's work directory (a container's snapshot only)
 //	  runc/<id>/                        runc --root of `podlab runc` containers
 //	  runtimes/<handler>/               the --root of another runtime handler's (runsc, crun)
 //	  containers/<id>/                  their log, exit code and shim files
@@ -30,7 +35,9 @@
 //	  nodes/<node>/                     one kubelet's runtime, as if on its own machine:
 //	    content/ runc/ runtimes/ containers/   as above, the node's own
 //	    pods/<pod-uid>/sandbox.json     the sandbox's runtime handler (RuntimeClass)
-//	    bundles/<pod-uid>/<container>/  the pods' bundles
+//	    bundles/<pod-uid>/<container>/  the pods' bundles (rootfs/ an overlay mount of snapshots/)
+//	    snapshots/                      the node's snapshots, as above (containerd's
+//	                                    io.containerd.snapshotter.v1.overlayfs)
 //	    pods/<pod-uid>/volumes/...      the pods' volumes
 //	    pods/<pod-uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts
 //	    seccomp/                        Localhost seccomp profiles (--seccomp-profile-root)

@@ -32,6 +32,7 @@ const (
 	seccompDir    = "seccomp"
 	subPathsDir   = "volume-subpaths"
 	machineDir    = "machine"
+	snapshotsDir  = "snapshots"
 
 	// cgroupPrefix starts every state directory's cgroup root.
 	cgroupPrefix = "/podlab-"
@@ -95,6 +96,10 @@ func (l Layout) TokensFile() string { return filepath.Join(l.Dir, authDir, token
 // ContentDir is the content store of podlab pull.
 func (l Layout) ContentDir() string { return filepath.Join(l.Dir, contentDir) }
 
+// SnapshotsDir is the snapshots directory of podlab unpack --snapshotter
+// overlayfs (steps/unpack.Snapshots): snapshots/<N>/fs, snapshots/index.
+func (l Layout) SnapshotsDir() string { return filepath.Join(l.Dir, snapshotsDir) }
+
 // BundlesDir holds the bundles podlab unpack makes by default.
 func (l Layout) BundlesDir() string { return filepath.Join(l.Dir, bundlesDir) }
 
@@ -145,7 +150,7 @@ func (l Layout) Nodes() ([]Node, error) {
 
 // ResetEntries are the top-level entries podlab reset removes.
 func ResetEntries() []string {
-	return []string{nodesDir, containersDir, runcDir, runtimesDir, bundlesDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir, labDir, containerdDir, certsDir}
+	return []string{nodesDir, containersDir, runcDir, runtimesDir, bundlesDir, snapshotsDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir, labDir, containerdDir, certsDir}
 }
 
 // KeptEntries are the top-level entries reset keeps unless --all: they
@@ -300,6 +305,12 @@ func (n Node) MachineRecord() string { return filepath.Join(n.MachineDir(), mach
 
 // ContentDir is the node's content store.
 func (n Node) ContentDir() string { return filepath.Join(n.Dir, contentDir) }
+
+// SnapshotsDir is the node's snapshots directory (steps/unpack.Snapshots),
+// as containerd's /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs:
+// one committed snapshot per layer chain ID (snapshots/<N>/fs), and one
+// active snapshot per container (its upper and work directories).
+func (n Node) SnapshotsDir() string { return filepath.Join(n.Dir, snapshotsDir) }
 
 // RuncRoot is runc's --root for the node's containers.
 func (n Node) RuncRoot() string { return n.Runtime().RuncRoot() }

@@ -88,7 +88,7 @@ func install(tmp, bundle string, exists bool) (replaced bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("replacing the old bundle %s: %w", bundle, err)
 	}
-	if err := removeAll(old); err != nil {
+	if err := RemoveBundle(old); err != nil {
 		return true, fmt.Errorf("removing the old bundle (now at %s): %w", old, err)
 	}
 	return true, nil

@@ -17,10 +17,42 @@
 // disk are then exactly what the image's author built.
 //
 // The result is an OCI runtime bundle: a directory (mode 0700) holding
-// rootfs/ (mode 0755), into which step 11 writes config.json. containerd
-// would apply the layers into snapshots stacked with overlayfs; podlab
-// applies them, with containerd's own archive code (whiteouts, and no path
-// can leave the rootfs), into one plain directory a learner can look at.
+// rootfs/ (mode 0755), into which step 11 writes config.json. There are two
+// ways to make that rootfs (Options.Snapshotter), as containerd has two
+// snapshotters:
+//
+//   - Native applies every layer in order, with containerd's own archive
+//     code (whiteouts, and no path can leave the rootfs), into one plain
+//     directory a learner can look at: a full copy per container.
+//   - Overlayfs is containerd's overlayfs snapshotter (plugins/snapshots/
+//     overlay), the node's default where the kernel has it
+//     (DefaultSnapshotter, containerd's overlayutils.Supported). Each layer
+//     is unpacked once into a committed snapshot of a Snapshots directory,
+//     found by its chain ID and named by a short number (<root>/<N>/fs;
+//     overlay's mount options must fit in one page). The layers of an image
+//     are applied in parallel: with whiteouts kept as overlay whiteouts (0/0
+//     character devices) and opaque directories as trusted.overlay.opaque,
+//     as containerd's overlay applier writes them, a layer's content does
+//     not depend on the layers under it (but for the directories a layer
+//     implies without naming them, which then take their owner and mode
+//     from the layers below, as containerd's applier copies them from its
+//     parents). Each is applied into a tmp-*
+//     directory and renamed to its number only once verified, so a layer
+//     that fails half-way is never committed. A container's rootfs is then
+//     an active snapshot (its own upper and work directories) and an
+//     overlay mount (containerd's core/mount) of the image's snapshots, top
+//     first; a second container of the image unpacks nothing. RemoveBundle
+//     unmounts it and removes the upper directory; Snapshots.GC removes the
+//     committed snapshots no stored image uses and no container stands on.
+//
+// Written by hand, because it is the lesson: the Snapshots directory and
+// its readable index (containerd keeps the same records in bbolt), chain
+// IDs to snapshot numbers, commit by rename, the parallel apply. Taken from
+// containerd: archive.Apply and OverlayConvertWhiteout, core/mount (which
+// also shortens long lowerdir options and idmaps lowers), overlayutils.
+//
+// An image of more than MaxLayers (125) layers is refused before anything
+// is unpacked, in both modes, counted from one read of the manifest.
 //
 // Each layer is streamed once, never stored on disk: blob -> decompression
 // and sha256 in one goroutine -> containerd's archive.Apply in another. The
@@ -35,11 +67,14 @@
 // A pod with hostUsers: false runs in a user namespace that maps its ids
 // 0-65535 to a range of the host's (65536-131071 for the first such pod).
 // Its rootfs must then be owned by that range, or its root would find its
-// own files owned by "nobody". runc idmaps bind mounts but not the rootfs,
-// and an idmapped mount of the rootfs (mount_setattr(2) MOUNT_ATTR_IDMAP)
-// would need the state directory's file system to support them and a mount
-// to undo at every exit. podlab takes the other answer, which works on every
-// file system: Options.Shift (ShiftOwnership) chowns the container's own
+// own files owned by "nobody". runc idmaps bind mounts but not the rootfs.
+// With the overlayfs snapshotter, Options.Shift idmaps the overlay's lower
+// directories (mount_setattr(2) MOUNT_ATTR_IDMAP, through core/mount's
+// uidmap=/gidmap= options): the node's shared snapshots appear owned by the
+// range, nothing is chowned, and the upper directory is the range's root's.
+// Where the kernel refuses, and with the native snapshotter, podlab takes
+// the other answer, which works on every file system: Options.Shift
+// (ShiftOwnership) chowns the container's own
 // copy of the image by the range's base before the bundle is put in place
 // (uid u becomes BASE+u; ids past the range become 65534), restoring the
 // setuid/setgid bits and file capabilities chown clears, the capabilities

@@ -12,6 +12,22 @@ var (
 	// directory that does not look like a bundle (it is not empty and has
 	// no rootfs/ in it): podlab never deletes a directory it did not make.
 	ErrNotBundle = errors.New("not a bundle directory")
+
+	// ErrTooManyLayers is returned for an image of more than MaxLayers
+	// layers, before anything is unpacked.
+	ErrTooManyLayers = errors.New("too many layers")
+
+	// ErrUnknownSnapshotter is returned for a snapshotter that is neither
+	// native nor overlayfs.
+	ErrUnknownSnapshotter = errors.New("unknown snapshotter")
+
+	// ErrNoSnapshots is returned when the overlayfs snapshotter is asked
+	// for without a snapshots directory (Options.Snapshots).
+	ErrNoSnapshots = errors.New("no snapshots directory")
+
+	// ErrBadIndex is returned when a snapshots directory's index cannot be
+	// read. Nothing is changed.
+	ErrBadIndex = errors.New("unreadable snapshots index")
 )
 
 // Errors while applying layers. The temporary bundle is removed and the

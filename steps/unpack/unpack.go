@@ -3,6 +3,7 @@ package unpack
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,8 +42,27 @@ type Options struct {
 	// directory the layers are applied into and the number of layers.
 	Start func(tmpDir string, layers int)
 
-	// Progress, if set, is called after each layer is applied and verified.
+	// Progress, if set, is called after each layer is applied and verified
+	// (with the overlayfs snapshotter: once every layer is committed, in
+	// order, reused ones too).
 	Progress func(LayerResult)
+
+	// Snapshotter is how the rootfs is made: Native (the zero value) applies
+	// every layer into the bundle's own rootfs/; Overlayfs unpacks only the
+	// layers Snapshots has no committed snapshot of, then mounts the rootfs
+	// as an overlay of them with an upper directory of its own. With Shift
+	// set, Overlayfs mounts idmapped lowers (the shared snapshots seen with
+	// the range's ids, nothing chowned) and gives the upper directory to
+	// the range's root; where the kernel cannot, it falls back to Native
+	// (Result.Fallback says why).
+	Snapshotter Snapshotter
+
+	// Snapshots is the snapshots directory Overlayfs uses.
+	Snapshots *Snapshots
+
+	// Key names the container's active snapshot in the index (the kubelet:
+	// <pod uid>/<container>); the bundle's path when empty.
+	Key string
 
 	// readAhead is how many chunks decompression may run ahead of
 	// archive.Apply; 0 means maxChunks. Tests make it small.
@@ -123,6 +143,11 @@ type LayerResult struct {
 	// Chrooted: archive.Apply ran on a thread whose root directory was the
 	// rootfs, so the kernel confined the layer's paths too (as root only).
 	Chrooted bool
+	// Snapshot is the committed snapshot that holds the layer (overlayfs),
+	// and Reused tells that it was there already: nothing was unpacked
+	// (only Index, Digest, DiffID, MediaType and Snapshot are then set).
+	Snapshot int
+	Reused   bool
 	Counts
 	Duration time.Duration
 }
@@ -135,7 +160,14 @@ type Result struct {
 	Layers   []LayerResult
 	Total    Counts // the sum over Layers
 	// Shifted is what Options.Shift changed; nil without it.
-	Shifted  *ShiftResult
+	Shifted *ShiftResult
+	// Snapshotter is the one that made the rootfs; Fallback says why it is
+	// Native when Overlayfs was asked for.
+	Snapshotter Snapshotter
+	Fallback    string
+	// Snapshot is the overlay mount of the rootfs and where its snapshots
+	// are (overlayfs only; also in <bundle>/snapshot.json).
+	Snapshot *BundleSnapshot
 	Duration time.Duration
 }
 
@@ -164,6 +196,17 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		}
 	}
 
+	// The count comes from one read of the manifest, before img.Layers():
+	// go-containerregistry's Layers() of an OCI layout image reads the
+	// manifest again for each layer, so listing 10,000 layers would itself
+	// take minutes.
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, fmt.Errorf("reading the image manifest: %w", err)
+	}
+	if n := len(m.Layers); n > MaxLayers {
+		return nil, tooManyLayers(n)
+	}
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, fmt.Errorf("reading the image's layers: %w", err)
@@ -176,6 +219,17 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	if len(diffIDs) != len(layers) {
 		return nil, fmt.Errorf("%w: the manifest lists %d layers, the config's rootfs.diff_ids %d",
 			ErrLayerCount, len(layers), len(diffIDs))
+	}
+	snapshotter := opts.Snapshotter
+	if snapshotter == "" {
+		snapshotter = Native
+	}
+	if _, err := ParseSnapshotter(string(snapshotter)); err != nil {
+		return nil, err
+	}
+	var fallback string
+	if snapshotter == Overlayfs && opts.Snapshots == nil {
+		return nil, fmt.Errorf("%w: the overlayfs snapshotter needs one", ErrNoSnapshots)
 	}
 
 	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
@@ -207,6 +261,23 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		applyOpts = append(applyOpts, archive.WithNoSameOwner())
 	}
 	ctx = quietLogs(ctx)
+
+	if snapshotter == Overlayfs {
+		if opts.Start != nil {
+			opts.Start(tmp, len(layers))
+		}
+		res, err := unpackOverlay(ctx, layers, diffIDs, tmp, bundle, exists, applyOpts, opts)
+		if errors.Is(err, errIDMap) {
+			// The kernel would not idmap the lowers: a shifted copy.
+			snapshotter, fallback = Native, err.Error()
+		} else if err != nil {
+			return nil, err
+		} else {
+			done = true
+			res.Duration = time.Since(start)
+			return res, nil
+		}
+	}
 
 	// Layer i+1 is opened while layer i is applied, and starts decompressing
 	// as soon as layer i is all decompressed.
@@ -243,7 +314,7 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	if opts.Start != nil {
 		opts.Start(tmp, len(layers))
 	}
-	res := &Result{Bundle: bundle, RootFS: filepath.Join(bundle, "rootfs")}
+	res := &Result{Bundle: bundle, RootFS: filepath.Join(bundle, "rootfs"), Snapshotter: Native, Fallback: fallback}
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("unpacking stopped before layer %d of %d: %w", i+1, len(layers), err)
@@ -254,7 +325,7 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		if err := openStream(i + 1); err != nil {
 			return nil, err
 		}
-		lr, err := applyLayer(ctx, rootfs, l, streams[i], diffIDs[i], applyOpts)
+		lr, err := applyLayer(ctx, rootfs, l, streams[i], diffIDs[i], applyOpts, nil)
 		lr.Index = i
 		streams[i].close()
 		if err != nil {
@@ -288,9 +359,59 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 	return res, nil
 }
 
+func tooManyLayers(n int) error {
+	return fmt.Errorf("%w: the image has %d layers, podlab unpacks at most %d (Docker's limit): "+
+		"overlayfs stacks at most 500 lower directories and mount(2) takes its options in one 4096-byte page, "+
+		"which is why snapshots are named by short numbers; flatten the image (fewer RUN steps, or a squashed build)",
+		ErrTooManyLayers, n, MaxLayers)
+}
+
+// unpackOverlay commits the layers' snapshots, mounts the container's
+// overlay on tmp/rootfs and moves tmp into place as the bundle.
+func unpackOverlay(ctx context.Context, layers []v1.Layer, diffIDs []v1.Hash, tmp, bundle string, exists bool, applyOpts []archive.ApplyOpt, opts Options) (*Result, error) {
+	snaps := opts.Snapshots
+	ids, lrs, err := snaps.commitLayers(ctx, layers, diffIDs, applyOpts, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("unpacking stopped after the last layer: %w", err)
+	}
+	res := &Result{Bundle: bundle, RootFS: filepath.Join(bundle, "rootfs"), Snapshotter: Overlayfs, Layers: lrs}
+	for _, lr := range lrs {
+		res.Total.add(lr.Counts)
+	}
+	key := opts.Key
+	if key == "" {
+		key = bundle
+	}
+	if res.Snapshot, err = snaps.mountRootfs(tmp, bundle, key, ids, opts.Shift); err != nil {
+		return nil, err
+	}
+	replaced, err := install(tmp, bundle, exists)
+	if err != nil {
+		_ = RemoveBundle(tmp)
+		return nil, err
+	}
+	res.Replaced = replaced
+	return res, nil
+}
+
+// countAndSee is the archive.Filter that counts each header into c and
+// tells seen of it.
+func countAndSee(c *Counts, seen func(*tar.Header)) archive.Filter {
+	return func(hdr *tar.Header) (bool, error) {
+		if seen != nil {
+			seen(hdr)
+		}
+		return c.count(hdr)
+	}
+}
+
 // applyLayer applies one layer's stream into rootfs with containerd's
 // archive.Apply and checks its diff_id.
-func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, want v1.Hash, applyOpts []archive.ApplyOpt) (LayerResult, error) {
+// seen, if set, is told every header too.
+func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, want v1.Hash, applyOpts []archive.ApplyOpt, seen func(*tar.Header)) (LayerResult, error) {
 	start := time.Now()
 	var lr LayerResult
 	var err error
@@ -307,7 +428,7 @@ func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, 
 
 	// The stream serves the tar reader's many small reads (headers are 512
 	// bytes) from memory.
-	opts := append([]archive.ApplyOpt{archive.WithFilter(lr.Counts.count)}, applyOpts...)
+	opts := append([]archive.ApplyOpt{archive.WithFilter(countAndSee(&lr.Counts, seen))}, applyOpts...)
 	if err := inRoot(rootfs, func(root string) error {
 		lr.Chrooted = root != rootfs
 		_, err := archive.Apply(ctx, root, s, opts...)

@@ -1,6 +1,7 @@
 package unpack
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,6 +31,10 @@ type want struct {
 	total    Counts                 // Bytes is checked separately
 	compress map[int]string         // layer index -> Compression
 	modes    map[string]fs.FileMode // path -> permission bits
+	owners   map[string]int         // path -> uid (as root)
+	// overlayErr: the overlayfs snapshotter refuses the image with an
+	// error saying this, as containerd's does.
+	overlayErr string
 }
 
 func TestUnpack_Layers(t *testing.T) {
@@ -119,6 +126,10 @@ func TestUnpack_Layers(t *testing.T) {
 				files: map[string]string{"usr/bin/b": "x", "usr/bin/c": "x"},
 				same:  [][2]string{{"usr/bin/a", "usr/bin/b"}, {"usr/bin/a", "usr/bin/c"}, {"usr/bin/a", "usr/bin/d"}},
 				total: Counts{Files: 1, Dirs: 1, Hardlinks: 3},
+				// Each snapshot holds only its own layer: a link to a lower
+				// layer's file has nothing to link to (containerd's overlay
+				// applier and Docker's overlay2 refuse it too).
+				overlayErr: "link /usr/bin/a /usr/bin/c: no such file or directory",
 			},
 		},
 		{
@@ -134,6 +145,21 @@ func TestUnpack_Layers(t *testing.T) {
 				files:    map[string]string{"raw": "overwritten by zstd", "gz": "g", "zst": "z"},
 				total:    Counts{Files: 4},
 				compress: map[int]string{0: "none", 1: "gzip", 2: "zstd"},
+			},
+		},
+		{
+			name: "a layer that names a file but not its directory keeps the lower directory's mode and owner",
+			layers: func(t *testing.T) []v1.Layer {
+				return []v1.Layer{
+					gz(t, entry{name: "tmp/", typ: tar.TypeDir, mode: 0o1777}, entry{name: "home/app/", typ: tar.TypeDir, mode: 0o750, uid: 1000}),
+					gz(t, file("tmp/x", "x"), file("home/app/.profile", "p")),
+				}
+			},
+			want: want{
+				files:  map[string]string{"tmp/x": "x", "home/app/.profile": "p"},
+				modes:  map[string]fs.FileMode{"tmp": 0o777 | fs.ModeSticky, "home/app": 0o750},
+				owners: map[string]int{"home/app": 1000},
+				total:  Counts{Files: 2, Dirs: 2},
 			},
 		},
 		{
@@ -153,14 +179,64 @@ func TestUnpack_Layers(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		for _, sn := range []Snapshotter{Native, Overlayfs} {
+			t.Run(string(sn)+"/"+tt.name, func(t *testing.T) {
+				testLayers(t, sn, tt.layers(t), tt.want)
+			})
+		}
+	}
+}
+
+// withSnapshots are the Options that unpack with sn into the sandbox: for
+// overlayfs, a snapshots directory in it, and the rootfs unmounted and its
+// snapshot removed when the test ends.
+func (s *sandbox) withSnapshots(t *testing.T, sn Snapshotter, opts Options) Options {
+	t.Helper()
+	opts.Snapshotter = sn
+	if sn == Overlayfs {
+		testenv.RequireRoot(t) // mount(2)
+		// Not in t.TempDir(): subtest names put commas in it, which
+		// overlay's mount options cannot hold.
+		dir, err := os.MkdirTemp("", "podlab-snapshots-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		snaps, err := OpenSnapshots(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Snapshots = snaps
+		t.Cleanup(func() {
+			if err := RemoveBundle(s.bundle); err != nil {
+				t.Errorf("RemoveBundle: %v", err)
+			}
+		})
+	}
+	return opts
+}
+
+func testLayers(t *testing.T, sn Snapshotter, layers []v1.Layer, w want) {
+	t.Helper()
+	{
+		{
 			s := newSandbox(t)
-			layers := tt.layers(t)
+			tt := struct{ want want }{w}
 			img := imageOf(t, layers...)
 			var progress []LayerResult
-			res, err := Unpack(context.Background(), img, s.bundle, Options{Progress: func(lr LayerResult) { progress = append(progress, lr) }})
+			res, err := Unpack(context.Background(), img, s.bundle, s.withSnapshots(t, sn, Options{Progress: func(lr LayerResult) { progress = append(progress, lr) }}))
+			if w.overlayErr != "" && sn == Overlayfs {
+				if err == nil || !strings.Contains(err.Error(), w.overlayErr) {
+					t.Fatalf("Unpack: %v, want an error with %q", err, w.overlayErr)
+				}
+				s.checkNoBundle(t)
+				return
+			}
 			if err != nil {
 				t.Fatalf("Unpack: %v", err)
+			}
+			if res.Snapshotter != sn {
+				t.Errorf("Result.Snapshotter = %q, want %q", res.Snapshotter, sn)
 			}
 			s.checkUntouched(t)
 			checkBundleDir(t, s, res)
@@ -198,7 +274,7 @@ func TestUnpack_Layers(t *testing.T) {
 			if got != tt.want.total {
 				t.Errorf("Total = %+v, want %+v", got, tt.want.total)
 			}
-		})
+		}
 	}
 }
 
@@ -235,8 +311,16 @@ func checkBundleDir(t *testing.T, s *sandbox, res *Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(des) != 1 || des[0].Name() != "rootfs" {
-		t.Errorf("the bundle holds %v, want only rootfs", des)
+	want := []string{"rootfs"}
+	if res.Snapshotter == Overlayfs {
+		want = []string{"rootfs", "snapshot.json"}
+	}
+	var got []string
+	for _, de := range des {
+		got = append(got, de.Name())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the bundle holds %v, want %v", got, want)
 	}
 }
 
@@ -273,6 +357,17 @@ func checkRootFS(t *testing.T, rootfs string, w want) {
 			t.Errorf("%s and %s should be hard links of one file (%v, %v)", pair[0], pair[1], errA, errB)
 		}
 	}
+	for p, uid := range w.owners {
+		if os.Geteuid() != 0 {
+			break
+		}
+		fi, err := os.Lstat(filepath.Join(rootfs, p))
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+		} else if got := fi.Sys().(*syscall.Stat_t).Uid; int(got) != uid {
+			t.Errorf("%s: owner %d, want %d", p, got, uid)
+		}
+	}
 	for p, mode := range w.modes {
 		fi, err := os.Lstat(filepath.Join(rootfs, p))
 		if err != nil {
@@ -295,6 +390,12 @@ func TestUnpack_Escapes(t *testing.T) {
 		// landed, when the unpack succeeds, is where the written file must be
 		// found: inside the rootfs.
 		landed string
+		// overlayLanded is landed for the overlayfs snapshotter, when it
+		// differs: each layer is applied into its own snapshot, so a path
+		// through a lower layer's symlink is a real directory of the upper
+		// one, which hides the symlink (as with containerd's overlayfs
+		// snapshotter and Docker's overlay2): the file is at its own path.
+		overlayLanded string
 	}{
 		{
 			name: "../ path",
@@ -329,7 +430,8 @@ func TestUnpack_Escapes(t *testing.T) {
 			layers: func(t *testing.T, s *sandbox) []v1.Layer {
 				return []v1.Layer{gz(t, symlink("evil", "/")), gz(t, file("evil"+s.victim, pwned))}
 			},
-			landed: victimPath,
+			landed:        victimPath,
+			overlayLanded: "evil" + victimPath,
 		},
 		{
 			name: "symlink to ../../.. then a file written through it",
@@ -434,42 +536,46 @@ func TestUnpack_Escapes(t *testing.T) {
 			layers: func(t *testing.T, s *sandbox) []v1.Layer {
 				return []v1.Layer{gz(t, dir("etc/"), file("etc/x", "x")), gz(t, symlink("etc", s.sentinel)), gz(t, file("etc/passwd", pwned), dir("etc/sub/"), file("etc/sub/keep", pwned))}
 			},
-			landed: victimPath,
+			landed:        victimPath,
+			overlayLanded: "etc/passwd",
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newSandbox(t)
-			res, err := Unpack(context.Background(), imageOf(t, tt.layers(t, s)...), s.bundle, Options{})
-			s.checkUntouched(t)
-			if err != nil {
-				t.Logf("refused: %v", err)
-				s.checkNoBundle(t)
-				return
-			}
-			t.Logf("clamped into the rootfs: %+v", res.Total)
-			checkBundleDir(t, s, res)
-			if tt.landed != "" {
-				landed := tt.landed
-				if landed == victimPath {
-					landed = s.victim
+		for _, sn := range []Snapshotter{Native, Overlayfs} {
+			t.Run(string(sn)+"/"+tt.name, func(t *testing.T) {
+				s := newSandbox(t)
+				res, err := Unpack(context.Background(), imageOf(t, tt.layers(t, s)...), s.bundle, s.withSnapshots(t, sn, Options{}))
+				s.checkUntouched(t)
+				if err != nil {
+					t.Logf("refused: %v", err)
+					s.checkNoBundle(t)
+					return
 				}
-				b, err := os.ReadFile(filepath.Join(s.rootfs(), landed))
-				if err != nil || string(b) != pwned {
-					t.Errorf("the written file should be inside the rootfs at %s: %q, %v", landed, b, err)
-				}
-			}
-			// No file in the rootfs may be a hard link of one outside.
-			victim, _ := os.Lstat(s.victim)
-			filepath.WalkDir(s.rootfs(), func(p string, d fs.DirEntry, err error) error {
-				if err == nil {
-					if fi, err := os.Lstat(p); err == nil && os.SameFile(fi, victim) {
-						t.Errorf("ESCAPE: %s is a hard link of %s", p, s.victim)
+				t.Logf("clamped into the rootfs: %+v", res.Total)
+				checkBundleDir(t, s, res)
+				if tt.landed != "" {
+					landed := tt.landed
+					if sn == Overlayfs && tt.overlayLanded != "" {
+						landed = tt.overlayLanded
+					}
+					landed = strings.ReplaceAll(landed, victimPath, s.victim)
+					b, err := os.ReadFile(filepath.Join(s.rootfs(), landed))
+					if err != nil || string(b) != pwned {
+						t.Errorf("the written file should be inside the rootfs at %s: %q, %v", landed, b, err)
 					}
 				}
-				return nil
+				// No file in the rootfs may be a hard link of one outside.
+				victim, _ := os.Lstat(s.victim)
+				filepath.WalkDir(s.rootfs(), func(p string, d fs.DirEntry, err error) error {
+					if err == nil {
+						if fi, err := os.Lstat(p); err == nil && os.SameFile(fi, victim) {
+							t.Errorf("ESCAPE: %s is a hard link of %s", p, s.victim)
+						}
+					}
+					return nil
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -487,6 +593,9 @@ func TestUnpack_Failures(t *testing.T) {
 		ctx     func() context.Context
 		wantErr error
 		wantMsg []string
+		// committed is how many snapshots the overlayfs snapshotter
+		// commits: the layers below the one that fails.
+		committed int
 	}{
 		{
 			name: "diff_id mismatch",
@@ -497,8 +606,9 @@ func TestUnpack_Failures(t *testing.T) {
 					return ids
 				})
 			},
-			wantErr: ErrDiffIDMismatch,
-			wantMsg: []string{"layer 2 of 2", "sha256:" + strings.Repeat("ab", 32)},
+			wantErr:   ErrDiffIDMismatch,
+			wantMsg:   []string{"layer 2 of 2", "sha256:" + strings.Repeat("ab", 32)},
+			committed: 1,
 		},
 		{
 			name: "more diff_ids than layers",
@@ -513,7 +623,8 @@ func TestUnpack_Failures(t *testing.T) {
 			image: func(t *testing.T) v1.Image {
 				return imageOf(t, gz(t, file("a", "a")), static.NewLayer([]byte(notTar), types.OCIUncompressedLayer))
 			},
-			wantMsg: []string{"layer 2 of 2"},
+			wantMsg:   []string{"layer 2 of 2"},
+			committed: 1,
 		},
 		{
 			name: "a gzip layer that is not a tar",
@@ -532,6 +643,33 @@ func TestUnpack_Failures(t *testing.T) {
 			},
 		},
 		{
+			name: "a layer that fails half-way, above a good one and below another",
+			image: func(t *testing.T) v1.Image {
+				var entries []entry
+				for i := range 64 {
+					entries = append(entries, file(fmt.Sprintf("half/f%02d", i), strings.Repeat("x", 4096)))
+				}
+				good := gz(t, entries...)
+				rc, _ := good.Compressed()
+				b, _ := io.ReadAll(rc)
+				return imageOf(t, gz(t, file("below", "b")), static.NewLayer(b[:len(b)/2], types.OCILayer), gz(t, file("above", "a")))
+			},
+			wantMsg:   []string{"layer 2 of 3"},
+			committed: 1,
+		},
+		{
+			name: "more layers than a snapshotter stacks",
+			image: func(t *testing.T) v1.Image {
+				layers := make([]v1.Layer, MaxLayers+1)
+				for i := range layers {
+					layers[i] = gz(t, file(fmt.Sprintf("l%d", i), ""))
+				}
+				return imageOf(t, layers...)
+			},
+			wantErr: ErrTooManyLayers,
+			wantMsg: []string{"126 layers", "at most 125", "4096-byte page", "500 lower directories"},
+		},
+		{
 			name:    "a cancelled context",
 			image:   func(t *testing.T) v1.Image { return imageOf(t, gz(t, file("a", "a"))) },
 			ctx:     func() context.Context { ctx, cancel := context.WithCancel(context.Background()); cancel(); return ctx },
@@ -539,28 +677,68 @@ func TestUnpack_Failures(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newSandbox(t)
-			ctx := context.Background()
-			if tt.ctx != nil {
-				ctx = tt.ctx()
-			}
-			res, err := Unpack(ctx, tt.image(t), s.bundle, Options{})
-			if err == nil {
-				t.Fatalf("Unpack succeeded (%+v), want an error", res.Total)
-			}
-			t.Logf("error: %v", err)
-			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
-				t.Errorf("error %v, want %v", err, tt.wantErr)
-			}
-			for _, m := range tt.wantMsg {
-				if !strings.Contains(err.Error(), m) {
-					t.Errorf("error %q should mention %q", err, m)
+		for _, sn := range []Snapshotter{Native, Overlayfs} {
+			t.Run(string(sn)+"/"+tt.name, func(t *testing.T) {
+				s := newSandbox(t)
+				ctx := context.Background()
+				if tt.ctx != nil {
+					ctx = tt.ctx()
 				}
-			}
-			s.checkUntouched(t)
-			s.checkNoBundle(t)
-		})
+				opts := s.withSnapshots(t, sn, Options{})
+				res, err := Unpack(ctx, tt.image(t), s.bundle, opts)
+				if sn == Overlayfs {
+					checkCommitted(t, opts.Snapshots, tt.committed)
+				}
+				if err == nil {
+					t.Fatalf("Unpack succeeded (%+v), want an error", res.Total)
+				}
+				t.Logf("error: %v", err)
+				if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+					t.Errorf("error %v, want %v", err, tt.wantErr)
+				}
+				for _, m := range tt.wantMsg {
+					if !strings.Contains(err.Error(), m) {
+						t.Errorf("error %q should mention %q", err, m)
+					}
+				}
+				s.checkUntouched(t)
+				s.checkNoBundle(t)
+			})
+		}
+	}
+}
+
+// checkCommitted checks that the snapshots directory holds n committed
+// snapshots, numbered 1 to n, and nothing else: no active snapshot, no
+// tmp-* directory of a layer that was not committed.
+func checkCommitted(t *testing.T, snaps *Snapshots, n int) {
+	t.Helper()
+	ix, err := snaps.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range n {
+		want = append(want, strconv.Itoa(i+1))
+		if i < len(ix) && ix[i].Kind != Committed {
+			t.Errorf("snapshot %d is %s, want committed", ix[i].ID, ix[i].Kind)
+		}
+	}
+	if len(ix) != n {
+		t.Errorf("the index lists %d snapshots, want %d committed: %+v", len(ix), n, ix)
+	}
+	des, err := os.ReadDir(snaps.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, de := range des {
+		if de.Name() != "index" && de.Name() != "lock" {
+			got = append(got, de.Name())
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the snapshots directory holds %v, want %v (a layer that failed is never committed, and leaves no tmp-*)", got, want)
 	}
 }
 
