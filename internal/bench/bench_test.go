@@ -9,6 +9,8 @@
 //     (and `podlab runc run`, the same from the big binary);
 //   - podlab-runc's `run` of podlab/hello against containerd's `ctr run --rm`
 //     (ctr_test.go; no target);
+//   - unpack of a 125-layer image (the most accepted) into snapshots
+//     against `tar -xzf` of its layers (layers_test.go);
 //   - the API server: creates through the gate against raw bbolt writes,
 //     listing 10,000 pods, and watch latency across processes
 //     (apiserver_test.go).
