@@ -24,7 +24,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Name:  "podlab-runc",
 		Usage: "podlab's runtime, per container, in a small binary: a foreground run and the shim",
 		Description: `podlab-runc is the part of podlab's runtime that runs once per container, in
-a binary that starts in about a millisecond, as containerd-shim-runc-v2 sits
+a binary that starts in about 2 ms, as containerd-shim-runc-v2 sits
 beside containerd. bin/podlab holds the whole chain and Go initialises all of
 it at every start (about 10 ms); podlab-runc holds only steps/runc. It shares
 podlab's state directory: podlab runc state, logs and delete read what it

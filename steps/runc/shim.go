@@ -251,7 +251,7 @@ const SmallBinary = "podlab-runc"
 
 // ShimCommand is the command line that starts a shim for a program at exe:
 // podlab-runc's `shim` when the small binary sits beside exe (it starts in
-// about a millisecond, where podlab, which holds the whole chain, initialises
+// about 2 ms, where podlab, which holds the whole chain, initialises
 // for about ten), else exe's own `runc shim`.
 func ShimCommand(exe string) []string {
 	if real, err := filepath.EvalSymlinks(exe); err == nil {
