@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 var doctorCommand = &cli.Command{
@@ -50,7 +52,9 @@ It exits non-zero when a required check fails.`,
 	},
 	Action: func(c *cli.Context) error {
 		bin, _ := runc.FindRuntime(c.String("runtime")) // "" when none: reported as a finding
-		findings := runc.Doctor(c.Context, bin)
+		facts := runc.GatherFacts(c.Context, bin)
+		facts.Snapshotter, facts.SnapshotterWhy = nodeSnapshotter(c)
+		findings := runc.Diagnose(facts)
 		w := c.App.Writer
 		failed := 0
 		for _, f := range findings {
@@ -73,4 +77,18 @@ It exits non-zero when a required check fails.`,
 		fmt.Fprintln(w, "This machine can run podlab's containers.")
 		return nil
 	},
+}
+
+// nodeSnapshotter is the snapshotter a node's runtime picks on this machine
+// (unpack.DefaultSnapshotter), tried where the state directory keeps its
+// snapshots (the system's temporary directory when it has none yet).
+func nodeSnapshotter(c *cli.Context) (string, error) {
+	root := os.TempDir()
+	if dir, err := stateDir(c); err == nil {
+		if _, err := os.Stat(dir); err == nil {
+			root = dir
+		}
+	}
+	sn, err := unpack.DefaultSnapshotter(root)
+	return string(sn), err
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/podlab/podlab/steps/cri"
+	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
@@ -48,6 +49,11 @@ It records each sandbox and container in nodes/NAME/cri/ (one JSON file
 each), so a restarted runtime knows them again, and cleans what a runtime
 killed mid-create left half-made. -v prints every call with its request
 and response in protobuf text, as crictl --debug shows them.
+
+It records its pid in nodes/NAME/runtime.pid (removed when it stops), so
+that podlab reset stops a runtime left running. A kubelet whose node has no
+runtime answering starts this command itself, in the background, its
+output in nodes/NAME/runtime.log.
 
 A socket path that is not a socket is refused and left alone; a socket
 another runtime answers on is refused, naming it; a stale socket nobody
@@ -111,6 +117,12 @@ func runRuntime(c *cli.Context) error {
 		ln.Close()
 		return err
 	}
+	// Its pid, for podlab reset (a kubelet that started it wrote the same).
+	if err := criremote.WritePidFile(n.RuntimePidFile(), os.Getpid()); err != nil {
+		ln.Close()
+		return fmt.Errorf("recording the runtime's pid: %w", err)
+	}
+	defer os.Remove(n.RuntimePidFile())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	fmt.Fprintf(w, "podlab runtime of node %s: CRI v1 on %s (runc %s); Ctrl-C stops\n", node, n.CRISocket(), bin)

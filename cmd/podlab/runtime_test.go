@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -488,5 +489,32 @@ func checkNoOrphans(t *testing.T, n statedir.Node) {
 	}
 	for _, m := range mounts {
 		named("the cgroup", m.Dir(n.KubepodsCgroup()), containers)
+	}
+}
+
+// TestRuntime_ResetStopsIt: a runtime left running (by hand, or started by
+// a kubelet) records its pid, and podlab reset stops it before it deletes
+// the node's containers.
+func TestRuntime_ResetStopsIt(t *testing.T) {
+	testenv.RequireRoot(t)
+	state := testenv.StateDir(t)
+	cmd, out := startComponent(t, state, "runtime", "--node", "node-1")
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C stops"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("podlab runtime did not start:\n%s", out.String())
+		}
+	}
+	n := statedir.Layout{Dir: state}.Node("node-1")
+	if b, err := os.ReadFile(n.RuntimePidFile()); err != nil || !strings.HasPrefix(string(b), strconv.Itoa(cmd.Process.Pid)+" ") {
+		t.Fatalf("%s = %q, %v; want the runtime's pid %d", n.RuntimePidFile(), b, err, cmd.Process.Pid)
+	}
+	got := mustPodlab(t, state, "reset", "--yes")
+	if want := fmt.Sprintf("node node-1: pid %d", cmd.Process.Pid); !strings.Contains(got, "Stopped the nodes' runtimes (podlab runtime)") || !strings.Contains(got, want) {
+		t.Errorf("reset does not say it stopped the runtime (%s):\n%s", want, got)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.HasSuffix(out.String(), "stopped\n"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the runtime did not stop on reset's SIGTERM:\n%s", out.String())
+		}
 	}
 }

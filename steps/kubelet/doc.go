@@ -29,7 +29,13 @@
 //
 // podlab has no containerd: the kubelet calls podlab's runtime packages
 // (steps/pull, steps/unpack, steps/spec, steps/runc) in-process, where a real
-// kubelet would make a CRI call over gRPC.
+// kubelet would make a CRI call over gRPC. Its CRI client is in place
+// (ConnectRuntime, package criremote: the RuntimeService and ImageService
+// clients over --container-runtime-endpoint and --image-service-endpoint,
+// each call narrated with its request and response, and the node's own
+// runtime, podlab runtime --node NAME, started as a process of its own
+// when nothing answers on <node>/cri.sock); the sync loop moves onto it
+// next.
 //
 // # One directory per node
 //

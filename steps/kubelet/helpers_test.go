@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runc.ShimConfigEnv) != "" {
 		os.Exit(runc.ShimMain())
 	}
+	if len(os.Args) == 4 && os.Args[1] == serveRuntimeArg {
+		os.Exit(serveRuntime(os.Args[2], os.Args[3]))
+	}
 	code := m.Run()
 	if reg.srv != nil {
 		reg.srv.Close()

@@ -63,6 +63,11 @@ type Facts struct {
 	// Seccomp says whether the kernel has seccomp (the Seccomp: line of /proc/self/status).
 	Seccomp bool
 	Pigz    string // path of pigz, "" if absent
+	// Snapshotter is the snapshotter a node's runtime uses here
+	// (unpack.DefaultSnapshotter: overlayfs where the kernel mounts it),
+	// and SnapshotterWhy why it is not overlayfs; "" when not looked at.
+	Snapshotter    string
+	SnapshotterWhy error
 	// Handlers are the other runtime handlers a node knows (runsc, crun)
 	// and whether each can run here.
 	Handlers []HandlerFacts
@@ -266,7 +271,13 @@ func Diagnose(f Facts) []Finding {
 			add(check, StatusOK, fmt.Sprintf("%s: %s (a RuntimeClass's handler %s runs pods with it)", h.Path, h.Version, h.Handler.Name), "")
 		}
 	}
-	add("overlay", StatusOK, "not needed: podlab unpacks each image into a plain rootfs directory", "")
+	switch {
+	case f.Snapshotter == "":
+	case f.SnapshotterWhy != nil:
+		add("overlay", StatusWarn, fmt.Sprintf("snapshotter %s: %v (each container gets a full copy of its image's layers)", f.Snapshotter, f.SnapshotterWhy), "modprobe overlay, or keep the state directory on a filesystem overlayfs accepts as upper (not overlayfs itself)")
+	default:
+		add("overlay", StatusOK, "snapshotter "+f.Snapshotter+": a container's rootfs is an overlay of its image's snapshots and an upper directory of its own", "")
+	}
 	if f.Pigz != "" {
 		add("pigz", StatusOK, f.Pigz+" (parallel gunzip speeds up unpacking)", "")
 	} else {

@@ -86,6 +86,7 @@ func goodFacts() runc.Facts {
 		Namespaces:  map[string]bool{"pid": true, "ipc": true, "uts": true, "mnt": true, "net": true, "cgroup": true, "user": true},
 		Seccomp:     true,
 		Pigz:        "/usr/bin/pigz",
+		Snapshotter: "overlayfs",
 		Handlers: []runc.HandlerFacts{
 			{Handler: handler("runsc"), Path: "/usr/bin/runsc", Version: "runsc version 0.0~20221219.0"},
 			{Handler: handler("crun"), Path: "/usr/bin/crun", Version: "crun version 1.8.1",
@@ -128,6 +129,10 @@ func TestDiagnose(t *testing.T) {
 		{"no cgroup namespace", func(f *runc.Facts) { delete(f.Namespaces, "cgroup") }, "namespaces", runc.StatusFail, "cgroup", true},
 		{"no seccomp", func(f *runc.Facts) { f.Seccomp = false }, "seccomp", runc.StatusFail, "CONFIG_SECCOMP", true},
 		{"no pigz", func(f *runc.Facts) { f.Pigz = "" }, "pigz", runc.StatusWarn, "apt-get install pigz", false},
+		{"overlayfs", func(*runc.Facts) {}, "overlay", runc.StatusOK, "snapshotter overlayfs", false},
+		{"no overlayfs", func(f *runc.Facts) {
+			f.Snapshotter, f.SnapshotterWhy = "native", errors.New("overlayfs cannot be used in /x: no such device")
+		}, "overlay", runc.StatusWarn, "full copy", false},
 		{"runsc installed", func(*runc.Facts) {}, "handler runsc", runc.StatusOK, "runsc version 0.0~20221219.0", false},
 		{"crun on a hybrid host", func(*runc.Facts) {}, "handler crun", runc.StatusWarn,
 			"crun 1.8.1 refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, /sys/fs/cgroup/unified): use runc or a pure cgroup v2 host", false},

@@ -35,3 +35,19 @@ func (n Node) CRILogsDir() string { return filepath.Join(n.CRIDir(), criLogsDir)
 func (n Node) CRIBundle(sandboxID, containerID string) string {
 	return n.Bundle(sandboxID, containerID)
 }
+
+// The node's runtime as a process of its own (started by the kubelet when
+// nothing answers on CRISocket, as a node's systemd starts
+// containerd.service before kubelet.service): its output and its pid.
+const (
+	runtimeLog = "runtime.log"
+	runtimePid = "runtime.pid"
+)
+
+// RuntimeLog is the output of the runtime process the kubelet started,
+// <node>/runtime.log (journalctl -u containerd on a real node).
+func (n Node) RuntimeLog() string { return filepath.Join(n.Dir, runtimeLog) }
+
+// RuntimePidFile records the runtime process the kubelet started (its pid
+// and start time), so that podlab reset and podlab node leave stop it.
+func (n Node) RuntimePidFile() string { return filepath.Join(n.Dir, runtimePid) }

@@ -26,6 +26,7 @@ import (
 	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/containerd"
 	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
@@ -72,6 +73,9 @@ type ResetResult struct {
 	// stopped, its pods' CNI DEL, its containers deleted, its bridge, and
 	// the files it wrote outside the state directory.
 	Containerd []string
+	// Runtimes are the nodes' runtime processes (podlab runtime, by hand or
+	// started by their kubelets) that were stopped, as "node NAME: pid N".
+	Runtimes []string
 	// Machines are the joined nodes whose machines were removed (their
 	// processes stopped, veth, namespace and its mount removed), and Lab
 	// the lab network's bridge and FORWARD rule, if they were there.
@@ -136,6 +140,13 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 	// kubelet would start containers again), then their veths and
 	// namespaces go, and the lab network with the last.
 	if err := resetMachines(ctx, layout, res); err != nil {
+		errs = append(errs, err)
+	}
+
+	// 0a. The nodes' runtimes, as processes of their own (the kubelet
+	// started each when nothing answered on the node's socket): SIGTERM,
+	// then SIGKILL. Their containers go in 1, with the others.
+	if err := stopRuntimes(ctx, layout, res); err != nil {
 		errs = append(errs, err)
 	}
 
@@ -467,6 +478,25 @@ func leaves(set map[string]bool) []string {
 // resetMachines removes every joined node's machine, then the lab network
 // (bridge and FORWARD rule), which may be there with no machine left after
 // a crash.
+// stopRuntimes stops every node's runtime process its kubelet started.
+func stopRuntimes(ctx context.Context, l statedir.Layout, res *ResetResult) error {
+	nodes, err := l.Nodes()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range nodes {
+		pid, err := criremote.Stop(ctx, n.RuntimePidFile(), 5*time.Second)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stopping node %s's runtime: %w", n.Name, err))
+		}
+		if pid != 0 {
+			res.Runtimes = append(res.Runtimes, fmt.Sprintf("node %s: pid %d", n.Name, pid))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func resetMachines(ctx context.Context, l statedir.Layout, res *ResetResult) error {
 	var errs []error
 	nodes, err := l.Nodes()

@@ -1,0 +1,147 @@
+package kubelet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/cri"
+	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/kubelet/criremote"
+	"github.com/podlab/podlab/steps/statedir"
+)
+
+// serveRuntimeArg makes the test binary node-1's runtime (steps/cri) in
+// the state directory that follows, with the runc that follows: what
+// `podlab runtime --node node-1` is to the podlab binary.
+const serveRuntimeArg = "serve-runtime-for-test"
+
+func serveRuntime(dir, runcBin string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	l, err := statedir.New(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	n := l.Node("node-1")
+	ln, _, err := cri.Listen(ctx, n.CRISocket())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	srv, _, err := cri.New(ctx, cri.Config{Node: n, Runtime: runcBin, Shim: []string{os.Args[0]}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := srv.Serve(ctx, ln); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func runtimeNode(t *testing.T) statedir.Node {
+	t.Helper()
+	l, err := statedir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Node("node-1")
+}
+
+func startCommand(t *testing.T, n statedir.Node) []string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{exe, serveRuntimeArg, n.State().Dir, testenv.Runc(t)}
+}
+
+func TestConnectRuntime_StartsTheNodesRuntime(t *testing.T) {
+	n := runtimeNode(t)
+	t.Cleanup(func() { criremote.Stop(context.Background(), n.RuntimePidFile(), 5*time.Second) })
+	ctx := context.Background()
+	var log strings.Builder
+	rc := kubelet.RuntimeConnection{Node: n, Start: startCommand(t, n), Log: &log}
+	got, err := kubelet.ConnectRuntime(ctx, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Client.Close()
+	if got.Started == nil || got.Started.Pid == 0 {
+		t.Fatalf("nothing answered on the node's own socket, and no runtime was started: %+v", got)
+	}
+	if got.Client.RuntimeEndpoint != "unix://"+n.CRISocket() || got.Client.ImageEndpoint != got.Client.RuntimeEndpoint {
+		t.Errorf("endpoints %s, %s; want the node's socket for both", got.Client.RuntimeEndpoint, got.Client.ImageEndpoint)
+	}
+	if _, err := got.Client.Image.ListImages(ctx, &runtimeapi.ListImagesRequest{}); err != nil {
+		t.Fatalf("ListImages through the started runtime: %v", err)
+	}
+	if !strings.Contains(log.String(), "CRI ListImages request: {}") {
+		t.Errorf("the call is not narrated:\n%s", log.String())
+	}
+
+	// Connected again (a kubelet restarted): the runtime answers, none is started.
+	again, err := kubelet.ConnectRuntime(ctx, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Client.Close()
+	if again.Started != nil || !strings.HasPrefix(again.Version, "podlab ") {
+		t.Errorf("second connect: started %+v, version %q; want none started, podlab's runtime", again.Started, again.Version)
+	}
+}
+
+func TestConnectRuntime_BadInput(t *testing.T) {
+	n := runtimeNode(t)
+	other := "unix://" + n.State().Containerd().Socket()
+	for _, tc := range []struct {
+		name string
+		rc   kubelet.RuntimeConnection
+		is   error
+		want []string
+	}{
+		{"another endpoint nothing answers on", kubelet.RuntimeConnection{RuntimeEndpoint: other},
+			kubelet.ErrNoRuntime, []string{"--container-runtime-endpoint " + other, "podlab runtime --node node-1", "podlab containerd"}},
+		{"an image endpoint nothing answers on", kubelet.RuntimeConnection{ImageEndpoint: other},
+			kubelet.ErrNoRuntime, []string{"--image-service-endpoint " + other}},
+		{"the node's socket with no way to start its runtime", kubelet.RuntimeConnection{},
+			kubelet.ErrNoRuntime, []string{"podlab runtime --node node-1"}},
+		{"not a unix endpoint", kubelet.RuntimeConnection{RuntimeEndpoint: "tcp://127.0.0.1:1"},
+			criremote.ErrEndpoint, []string{`scheme "tcp"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.rc.Node = n
+			if tc.rc.ImageEndpoint != "" {
+				// The runtime endpoint answers; the image endpoint does not.
+				tc.rc.Start = startCommand(t, n)
+				t.Cleanup(func() { criremote.Stop(context.Background(), n.RuntimePidFile(), 5*time.Second) })
+			}
+			_, err := kubelet.ConnectRuntime(context.Background(), tc.rc)
+			if !errors.Is(err, tc.is) {
+				t.Fatalf("ConnectRuntime = %v; want %v", err, tc.is)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q: %v", w, err)
+				}
+			}
+			if tc.rc.Start == nil {
+				if _, err := os.Stat(n.RuntimePidFile()); !os.IsNotExist(err) {
+					t.Errorf("a runtime was started for a refused connection: %v", err)
+				}
+			}
+		})
+	}
+}
