@@ -3,13 +3,13 @@ package main
 import (
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/internal/cliargs"
 	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // Run builds the podlab application and runs it with args. It never exits the
@@ -120,20 +120,9 @@ Kubernetes terms and where its artifacts are, so you can open them:
 	}
 }
 
-// defaultStateDir is /var/lib/podlab for root, as a kubelet's /var/lib/kubelet,
-// and $XDG_DATA_HOME/podlab (or ~/.local/share/podlab) for everyone else.
-func defaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/podlab"
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "podlab")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "share", "podlab")
-	}
-	return filepath.Join(os.TempDir(), "podlab")
-}
+// defaultStateDir is /var/lib/podlab for root, else under $XDG_DATA_HOME
+// or ~/.local/share (statedir.Default, shared with podlab-runc).
+func defaultStateDir() string { return statedir.Default() }
 
 // stateDir is the global --state-dir, made absolute so that every path podlab
 // prints can be opened from anywhere.

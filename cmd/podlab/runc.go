@@ -566,7 +566,7 @@ func runcRuntime(c *cli.Context, runtime string) (*runc.Runtime, error) {
 	l := statedir.Layout{Dir: dir}.Runtime()
 	r := runc.NewRuntime(h, l.HandlerRoot(h.Name), l.Dir)
 	r.CgroupParent = l.CgroupParent
-	r.Shim = []string{exe, "runc", "shim"}
+	r.Shim = runc.ShimCommand(exe)
 	r.OnCommand = traceTo(c.App.Writer)
 	return r, nil
 }

@@ -93,7 +93,7 @@ func runRuntime(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	n := l.Node(node)
-	cfg := cri.Config{Node: n, Runtime: bin, Shim: []string{exe, "runc", "shim"},
+	cfg := cri.Config{Node: n, Runtime: bin, Shim: runc.ShimCommand(exe),
 		Mirror: flagOr(c, "registry-mirror", os.Getenv(pull.MirrorEnv)), Insecure: c.Bool("insecure"),
 		StreamAddress: c.String("stream-address")}
 	if c.Bool("verbose") {
