@@ -38,7 +38,7 @@ signal N killed it). Messages go to stderr; stdout is the container's.
 			if err != nil {
 				return err
 			}
-			h, err := handler(c.String("runtime"))
+			h, err := runc.HandlerFor(c.String("runtime"))
 			if err != nil {
 				return err
 			}
@@ -59,22 +59,6 @@ signal N killed it). Messages go to stderr; stdout is the container's.
 			return nil
 		},
 	}
-}
-
-// handler is the runtime handler --runtime names, as podlab runc's: a
-// handler's name or a path; one whose runtime cannot run here fails now.
-func handler(nameOrPath string) (runc.Handler, error) {
-	def, _ := runc.FindRuntime("")
-	h, err := runc.FindHandlerRuntime(runc.DefaultHandlers(def), nameOrPath)
-	if err != nil {
-		return h, err
-	}
-	if h.Name != runc.DefaultHandler {
-		if err := h.Preflight(runc.CgroupMountRoot); err != nil {
-			return h, err
-		}
-	}
-	return h, nil
 }
 
 func printEnded(w io.Writer, r *runc.Runtime, id string, ex *runc.Exit, kept bool) {

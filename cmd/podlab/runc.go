@@ -555,7 +555,7 @@ func runcRuntime(c *cli.Context, runtime string) (*runc.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := runcHandler(runtime)
+	h, err := runc.HandlerFor(runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -569,23 +569,6 @@ func runcRuntime(c *cli.Context, runtime string) (*runc.Runtime, error) {
 	r.Shim = runc.ShimCommand(exe)
 	r.OnCommand = traceTo(c.App.Writer)
 	return r, nil
-}
-
-// runcHandler is the handler --runtime names: a handler's name, or a path
-// (runc's settings, or those of the runtime the file is called after).
-// A handler whose runtime cannot run here fails now, saying why.
-func runcHandler(nameOrPath string) (runc.Handler, error) {
-	def, _ := runc.FindRuntime("") // runc's path, when there is one
-	h, err := runc.FindHandlerRuntime(runc.DefaultHandlers(def), nameOrPath)
-	if err != nil {
-		return h, err
-	}
-	if h.Name != runc.DefaultHandler {
-		if err := h.Preflight(runc.CgroupMountRoot); err != nil {
-			return h, err
-		}
-	}
-	return h, nil
 }
 
 // traceTo prints each runtime command line as the shell's set -x does.
