@@ -18,7 +18,7 @@ import (
 var lessonCommand = &cli.Command{
 	Name:      "lesson",
 	Usage:     "list the lessons, or show one: the chain, stage by stage, to type yourself",
-	ArgsUsage: "[N] [--dir DIR]",
+	ArgsUsage: "[N] [--lang en|zh-TW] [--dir DIR]",
 	Description: `The lessons walk the chain from "kubectl run" to a running process, one lab
 per stage, in the shape of Kubernetes the Hard Way: why the stage matters,
 the commands (each after one sentence saying what it does), the output to
@@ -37,17 +37,35 @@ you type; "podlab check N" then tells you whether the state is what lesson
 N should leave. Every sh block of every lesson is run by podlab's tests
 (make test), so the output shown is the output you get.
 
+The lessons are also in Traditional Chinese (zh-TW), the language of the
+description of the chain podlab re-enacts: the same commands and expected
+output, the prose in Taiwan's usage (lessons/zh-TW/GLOSSARY.md fixes each
+term). They are shown when your locale is zh_TW (the first of LC_ALL,
+LC_MESSAGES and LANG that is set), or with --lang zh-TW; --lang en forces
+English. A lesson not translated yet is shown in English, with one line
+saying so.
+
 Examples:
   podlab lesson
   podlab lesson 2
+  podlab lesson 1 --lang zh-TW
+  LANG=zh_TW.UTF-8 podlab lesson
   podlab lesson 5 | less
   podlab check 2`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "dir", Usage: "read the lessons from DIR (default: the ones built into podlab, the repository's lessons/)"},
+		&cli.StringFlag{Name: "lang", Usage: "the lessons' language: en or zh-TW (default: zh-TW when LC_ALL, LC_MESSAGES or LANG says zh_TW, else en)"},
 	},
 	Action: func(c *cli.Context) error {
+		lang, err := lessonLang(c)
+		if err != nil {
+			return err
+		}
 		all, err := lessonList(c)
 		if err != nil {
+			return err
+		}
+		if all, err = lesson.Translate(lessonFS(c), all, lang); err != nil {
 			return err
 		}
 		w := c.App.Writer
@@ -59,7 +77,7 @@ Examples:
 			tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 			fmt.Fprintln(tw, "LESSON\tTITLE\tFILE")
 			for _, l := range all {
-				fmt.Fprintf(tw, "%02d\t%s\t%s\n", l.Number, l.Title, filepath.Join(dir, l.File))
+				fmt.Fprintf(tw, "%02d\t%s\t%s\n", l.Number, l.Title, filepath.Join(dir, l.Lang, l.File))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -75,17 +93,40 @@ Examples:
 		if err != nil {
 			return err
 		}
+		if lang != lesson.English && l.Lang != lang {
+			fmt.Fprintf(c.App.ErrWriter, "第 %02d 課還沒有%s翻譯，以下是英文原文。(lesson %02d is not translated into %s yet: showing the English)\n", n, langName(lang), n, lang)
+		}
 		return lesson.Render(w, l, writesToTerminal(w))
 	},
 }
 
+// lessonLang is --lang, else the language the locale asks for.
+func lessonLang(c *cli.Context) (string, error) {
+	if s := c.String("lang"); s != "" {
+		return lesson.ParseLang(s)
+	}
+	return lesson.LangFromEnv(os.Getenv), nil
+}
+
+// langName is a language's name in that language.
+func langName(lang string) string {
+	if lang == lesson.TraditionalChinese {
+		return "繁體中文"
+	}
+	return lang
+}
+
 // lessonList reads the lessons of --dir, or the ones built into podlab.
 func lessonList(c *cli.Context) ([]*lesson.Lesson, error) {
-	var fsys fs.FS = lessons.Files
+	return lesson.ListFS(lessonFS(c))
+}
+
+// lessonFS is --dir, or the lessons built into podlab.
+func lessonFS(c *cli.Context) fs.FS {
 	if d := c.String("dir"); d != "" {
-		fsys = os.DirFS(d)
+		return os.DirFS(d)
 	}
-	return lesson.ListFS(fsys)
+	return lessons.Files
 }
 
 // lessonNumber is the one argument N of `podlab lesson N` and `podlab check N`.

@@ -53,6 +53,9 @@ type Lesson struct {
 	// File is the file's name (02-apiserver.md) when it was read by List or
 	// ParseFile; "" for Parse.
 	File string
+	// Lang is the language of a translation (TraditionalChinese) when
+	// Translate read it; "" for the English original.
+	Lang string
 	// Sections are the "## " sections, in order. Text before the first one
 	// (under the title) is a section with no Heading.
 	Sections []*Section
