@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -74,12 +72,7 @@ Examples:
 			if d := c.String("dir"); d != "" {
 				dir = d
 			}
-			tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-			fmt.Fprintln(tw, "LESSON\tTITLE\tFILE")
-			for _, l := range all {
-				fmt.Fprintf(tw, "%02d\t%s\t%s\n", l.Number, l.Title, filepath.Join(dir, l.Lang, l.File))
-			}
-			if err := tw.Flush(); err != nil {
+			if err := lesson.RenderList(w, all, dir); err != nil {
 				return err
 			}
 			fmt.Fprintln(w, "\nShow one: podlab lesson N. Check what you did: podlab check N.")
@@ -102,8 +95,8 @@ Examples:
 
 // lessonLang is --lang, else the language the locale asks for.
 func lessonLang(c *cli.Context) (string, error) {
-	if s := c.String("lang"); s != "" {
-		return lesson.ParseLang(s)
+	if c.IsSet("lang") {
+		return lesson.ParseLang(c.String("lang"))
 	}
 	return lesson.LangFromEnv(os.Getenv), nil
 }

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
-	"unicode/utf8"
+
+	"golang.org/x/text/width"
 )
 
 // ANSI escapes for a terminal: plain SGR codes, no terminal database.
@@ -38,14 +40,14 @@ func Render(w io.Writer, l *Lesson, terminal bool) error {
 	if terminal {
 		fmt.Fprintf(bw, "%s%s%s\n", ansiTitle, title, ansiReset)
 	} else {
-		fmt.Fprintf(bw, "%s\n%s\n", title, strings.Repeat(titleRule, utf8.RuneCountInString(title)))
+		fmt.Fprintf(bw, "%s\n%s\n", title, strings.Repeat(titleRule, columns(title)))
 	}
 	for _, s := range l.Sections {
 		if s.Heading != "" {
 			if terminal {
 				fmt.Fprintf(bw, "\n%s%s%s\n", ansiBold, s.Heading, ansiReset)
 			} else {
-				fmt.Fprintf(bw, "\n%s\n%s\n", s.Heading, strings.Repeat(headingRule, utf8.RuneCountInString(s.Heading)))
+				fmt.Fprintf(bw, "\n%s\n%s\n", s.Heading, strings.Repeat(headingRule, columns(s.Heading)))
 			}
 		}
 		for _, p := range s.Parts {
@@ -58,6 +60,47 @@ func Render(w io.Writer, l *Lesson, terminal bool) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// RenderList writes the lessons' index: LESSON, TITLE and FILE (dir joined
+// with a translation's language and the file's name), in columns that stay
+// aligned on a terminal when titles are Chinese (text/tabwriter counts a
+// wide character as one column).
+func RenderList(w io.Writer, lessons []*Lesson, dir string) error {
+	rows := [][3]string{{"LESSON", "TITLE", "FILE"}}
+	for _, l := range lessons {
+		rows = append(rows, [3]string{fmt.Sprintf("%02d", l.Number), l.Title, filepath.Join(dir, l.Lang, l.File)})
+	}
+	var wide [2]int
+	for _, r := range rows {
+		wide[0], wide[1] = max(wide[0], columns(r[0])), max(wide[1], columns(r[1]))
+	}
+	bw := bufio.NewWriter(w)
+	for _, r := range rows {
+		fmt.Fprintf(bw, "%s%s%s%s%s\n", r[0], pad(r[0], wide[0]+3), r[1], pad(r[1], wide[1]+3), r[2])
+	}
+	return bw.Flush()
+}
+
+// pad is the spaces that make s n columns wide.
+func pad(s string, n int) string {
+	return strings.Repeat(" ", max(n-columns(s), 0))
+}
+
+// columns is how many columns s takes on a terminal: two for each wide or
+// full-width character (為什麼重要 is ten), one for the others, so that a
+// heading's rule is as long as the heading in every language.
+func columns(s string) int {
+	n := 0
+	for _, r := range s {
+		switch width.LookupRune(r).Kind() {
+		case width.EastAsianWide, width.EastAsianFullwidth:
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 func writeBlock(w io.Writer, b *Block, terminal bool) {
