@@ -138,7 +138,7 @@ func TestLessons(t *testing.T) {
 					continue
 				}
 				if p := r.problems(blockTimeout); p != "" {
-					t.Error(p)
+					t.Error(p + translatedAt(l, r.Block))
 				}
 			}
 			if skipped > 0 {
