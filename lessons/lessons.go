@@ -9,7 +9,7 @@ import "embed"
 
 // Files holds README.md, every lesson file, and the translations: zh-TW/
 // holds the lessons in Traditional Chinese (the same file names, the same
-// sh and expected blocks) and their glossary.
+// sh and expected blocks), their index and their glossary.
 //
-//go:embed README.md [0-9][0-9]-*.md zh-TW/GLOSSARY.md zh-TW/[0-9][0-9]-*.md
+//go:embed README.md [0-9][0-9]-*.md zh-TW/README.md zh-TW/GLOSSARY.md zh-TW/[0-9][0-9]-*.md
 var Files embed.FS
