@@ -326,3 +326,29 @@ func TestSameSections(t *testing.T) {
 		})
 	}
 }
+
+// A failing block of TestLessons is named in each translation too.
+func TestTranslatedAt(t *testing.T) {
+	all, err := lesson.List(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lesson.Find(all, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := lesson.ParseFile(os.DirFS(lesson.TraditionalChinese), l.File)
+	if err != nil {
+		t.Skipf("no zh-TW %s: %v", l.File, err) // TestTranslations fails for it
+	}
+	for i, b := range l.Blocks() {
+		want := fmt.Sprintf("(the same block in the translation: zh-TW/%s line %d)", l.File, tl.Blocks()[i].Line)
+		if got := translatedAt(l, b); !strings.Contains(got, want) {
+			t.Errorf("translatedAt(%s, block %d at line %d) = %q, want %q", l.File, i+1, b.Line, got, want)
+		}
+	}
+	// A block of no lesson's has no place in a translation.
+	if got := translatedAt(l, &lesson.Block{}); got != "" {
+		t.Errorf("translatedAt of a block not in %s = %q, want \"\"", l.File, got)
+	}
+}
