@@ -75,7 +75,11 @@ Examples:
 			if err := lesson.RenderList(w, all, dir); err != nil {
 				return err
 			}
-			fmt.Fprintln(w, "\nShow one: podlab lesson N. Check what you did: podlab check N.")
+			if lang == lesson.TraditionalChinese {
+				fmt.Fprintln(w, "\n顯示一課：podlab lesson N。檢查你做的：podlab check N。英文原文：podlab lesson N --lang en。")
+			} else {
+				fmt.Fprintln(w, "\nShow one: podlab lesson N. Check what you did: podlab check N.")
+			}
 			return nil
 		}
 		n, err := lessonNumber(c)

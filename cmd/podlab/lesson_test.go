@@ -178,7 +178,7 @@ func TestLessonCommand_Lang(t *testing.T) {
 		{"built in, no locale", nil, []string{"1"},
 			[]string{"01 — Set up: the machine"}, []string{"為什麼重要"}, false},
 		{"built in list, LANG=zh_TW.UTF-8", map[string]string{"LANG": "zh_TW.UTF-8"}, nil,
-			[]string{"LESSON", "01       準備：", "lessons/zh-TW/01-setup.md", "Show one: podlab lesson N."}, []string{"lessons/01-setup.md"}, false},
+			[]string{"LESSON", "01       準備：", "lessons/zh-TW/01-setup.md", "顯示一課：podlab lesson N。", "podlab lesson N --lang en"}, []string{"lessons/01-setup.md", "Show one"}, false},
 		{"--dir, translated", nil, []string{"1", "--lang", "zh_TW", "--dir", dir},
 			[]string{"01 — 準備\n", "    echo one\n"}, nil, false},
 		{"--dir, not translated: english and a note", nil, []string{"2", "--lang", "zh-TW", "--dir", dir},
