@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -322,14 +323,30 @@ func TestKubelet_ImagePullBackOff(t *testing.T) {
 // TestKubelet_CrashLoopBackOff: a command that exits 1, restartPolicy
 // Always: restarts, CrashLoopBackOff with growing back-offs, lastState
 // terminated with exitCode 1.
+//
+// The kubelet's clock is the test's: it moves past a back-off only after a
+// sync has reported it, so every back-off is seen however slow the machine
+// (with the wall clock, a sync slower than 200ms skipped the 200ms one).
 func TestKubelet_CrashLoopBackOff(t *testing.T) {
-	c := newCluster(t)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c := newCluster(t, func(cfg *kubelet.Config) { cfg.Now = clock })
 	pod := c.create(t, helloPod(t, "crash", "--no-such-flag"))
 	sawBackOff := map[string]bool{}
 	p := c.syncUntil(t, "crash", 30*time.Second, "restarted 3 times", func(p *corev1.Pod) bool {
 		cs := p.Status.ContainerStatuses
 		if len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == kubelet.ReasonCrashLoopBackOff {
 			sawBackOff[cs[0].State.Waiting.Message] = true
+			st, err := c.kubelet.Observe(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := kubelet.NextStage(p, st); s.Name == kubelet.StageBackOff {
+				mu.Lock()
+				now = s.Until.Add(time.Millisecond) // the back-off ends: the next sync restarts
+				mu.Unlock()
+			}
 		}
 		return len(cs) == 1 && cs[0].RestartCount >= 3
 	})
