@@ -59,7 +59,7 @@ func TestLessonCommand_Show(t *testing.T) {
 		if err != nil {
 			t.Fatalf("podlab lesson %s: %v\n%s", arg, err, out)
 		}
-		title := "02 — The API server's gate: authentication, authorization, admission (seed steps 1 to 3)"
+		title := "02 — The API server's gate: authentication, authorization, admission (the chain's steps 1 to 3)"
 		for _, want := range []string{
 			title + "\n" + strings.Repeat("=", len([]rune(title))) + "\n",
 			"\nCommands\n--------\n",
