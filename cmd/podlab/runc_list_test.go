@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -11,23 +12,27 @@ import (
 
 // TestRunc_List: podlab runc list prints what the real `runc list` prints
 // on the same root, byte for byte, in each of its forms (table, -q, json),
-// on an empty root and with a created container.
+// on an empty root and with a created container; on a fresh state
+// directory (no root yet, where runc itself fails) it lists nothing.
 func TestRunc_List(t *testing.T) {
 	testenv.RequireRoot(t)
 	runcBin := testenv.Runc(t)
 	t.Setenv("PODLAB_RUNTIME", runcBin)
+	t.Setenv("PODLAB_TEST_RUN_MAIN", "1") // the shim runc create starts is this test binary, run as podlab
 	t.Setenv("PODLAB_REGISTRY_MIRROR", "")
 	hello := demoRegistry(t) + "/podlab/hello:1.0"
 	state := testenv.StateDir(t)
 	root := statedir.Layout{Dir: state}.Runtime().HandlerRoot("runc")
+	header := "ID          PID         STATUS      BUNDLE      CREATED     OWNER\n"
 	forms := []struct {
-		name string
-		args []string // after "list"
+		name   string
+		args   []string // after "list"
+		noRoot string   // what it prints before anything was created
 	}{
-		{"table", nil},
-		{"quiet", []string{"-q"}},
-		{"json", []string{"--format", "json"}},
-		{"table, named", []string{"--format", "table"}},
+		{"table", nil, header},
+		{"quiet", []string{"-q"}, ""},
+		{"json", []string{"--format", "json"}, "null\n"},
+		{"table, named", []string{"--format", "table"}, header},
 	}
 	compare := func(t *testing.T, wantIn ...string) {
 		t.Helper()
@@ -50,6 +55,16 @@ func TestRunc_List(t *testing.T) {
 				t.Errorf("table lacks %q:\n%s", w, table)
 			}
 		}
+	}
+	t.Run("no root yet", func(t *testing.T) {
+		for _, f := range forms {
+			if got := mustPodlab(t, state, append([]string{"runc", "list"}, f.args...)...); got != f.noRoot {
+				t.Errorf("%s: podlab runc list printed %q, want %q", f.name, got, f.noRoot)
+			}
+		}
+	})
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		t.Fatal(err)
 	}
 	t.Run("empty root", func(t *testing.T) { compare(t) })
 

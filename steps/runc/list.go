@@ -3,8 +3,11 @@ package runc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"text/tabwriter"
 	"time"
 )
@@ -26,8 +29,16 @@ type Listed struct {
 
 // List runs `runc list --format json` on the Runtime's root and returns
 // every container the OCI runtime knows there, in runc's order (by ID).
-// A root that does not exist yet lists nothing.
+// A root that does not exist yet (nothing was created on this state
+// directory) lists nothing, without running the runtime: runc itself
+// fails on a --root that does not exist.
 func (r *Runtime) List(ctx context.Context) ([]Listed, error) {
+	if err := r.checkBinary(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(r.RootDir()); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	out, err := r.output(ctx, "list", "--format", "json")
 	if err != nil {
 		return nil, fmt.Errorf("listing the containers under %s: %w", r.RootDir(), err)
