@@ -91,7 +91,7 @@ images: build
 ## demo: the runtime half of the chain, offline, through the local registry
 demo: deps build images demo-run
 
-## demo-run: podlab up, the seed's 16 steps of a pod done for real, offline:
+## demo-run: podlab up, the chain's 16 steps of a pod done for real, offline:
 ## it serves $(STATE_DIR)/demo-images from an in-process registry
 demo-run:
 	$(PODLAB) up

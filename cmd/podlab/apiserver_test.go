@@ -3,18 +3,25 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"github.com/podlab/podlab/internal/testenv"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/runc"
 )
 
 // TestMain lets a test run podlab itself in a child process: with
-// PODLAB_TEST_RUN_MAIN set, this test binary is podlab.
+// PODLAB_TEST_RUN_MAIN set, this test binary is podlab. Started as a
+// container's shim (runc.ShimConfigEnv set), it is the shim even when a
+// test forgot PODLAB_TEST_RUN_MAIN: it must never run the suite again.
 func TestMain(m *testing.M) {
+	if os.Getenv(runc.ShimConfigEnv) != "" {
+		os.Exit(runc.ShimMain())
+	}
 	if os.Getenv("PODLAB_TEST_RUN_MAIN") != "" {
 		if err := Run(append([]string{"podlab"}, os.Args[1:]...), os.Stdin, os.Stdout, os.Stderr); err != nil {
 			if msg := err.Error(); msg != "" {

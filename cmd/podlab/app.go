@@ -28,7 +28,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 Each subcommand is one stage, done for real, and prints what it did in
 Kubernetes terms and where its artifacts are, so you can open them:
 
-  up               the whole chain at once, numbered as the seed numbers it
+  up               the whole chain at once, numbered as lessons/README.md numbers it
   reset            remove everything podlab made
   init             make the API server's store and users (run it first)
   run, apply,      send objects through the API server's gate:

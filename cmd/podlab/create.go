@@ -20,7 +20,7 @@ var createCommand = &cli.Command{
 		{
 			Name:      "deployment",
 			Aliases:   []string{"deploy"},
-			Usage:     "create a Deployment (the seed's steps 1 to 3)",
+			Usage:     "create a Deployment (the chain's steps 1 to 3)",
 			ArgsUsage: "NAME --image IMAGE [--replicas N] [--port N] [-n NS]",
 			Description: `A Deployment asks for N copies of a pod template, kept up to date. The API
 server stores it like any object; nothing else happens until the

@@ -16,7 +16,7 @@ import (
 	"github.com/podlab/podlab/steps/statedir"
 )
 
-// TestKubectl_AgainstPodlabAPIServer types the seed's commands with a real
+// TestKubectl_AgainstPodlabAPIServer types the chain's commands with a real
 // kubectl v1.37 (bin/kubectl, built by make deps) against `podlab
 // apiserver`, over HTTPS with the client certificates of `podlab init`'s
 // kubeconfigs: step 1 of the chain done by the real client, and every
@@ -146,7 +146,7 @@ func startAPIServer(t *testing.T, state string, port int, extra ...string) (*exe
 
 // TestComponents_OverTheNetwork: the controller-manager and the scheduler
 // as clients of `podlab apiserver`, each with its own kubeconfig, after
-// real kubectl created a Deployment: the seed's Deployment chain over
+// real kubectl created a Deployment: the chain for a Deployment over
 // HTTPS, ReplicaSet NAME-<pod-template-hash>, pods, then binds.
 func TestComponents_OverTheNetwork(t *testing.T) {
 	kubectl := testenv.Kubectl(t)

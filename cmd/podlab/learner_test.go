@@ -365,24 +365,37 @@ func TestInit_WritesMirrors(t *testing.T) {
 
 // TestMakefile_HonoursPodlabStateDir: every Makefile target works on the
 // state directory podlab itself uses, $PODLAB_STATE_DIR, unless STATE_DIR=
-// is given (make -n: what would run).
+// is given (make -n: what would run): images and demo-run, demo (which runs
+// them), and the demo images and .deb cache that test and bench hand their
+// tests (exported to every recipe; printed here by an added target).
 func TestMakefile_HonoursPodlabStateDir(t *testing.T) {
 	mk := testenv.LookPath(t, "make")
 	mine, other := t.TempDir(), t.TempDir()
+	show := "--eval=show-env: ; @echo PODLAB_DEMO_IMAGES=$$PODLAB_DEMO_IMAGES PODLAB_DEB_CACHE=$$PODLAB_DEB_CACHE"
 	tests := []struct {
 		name string
 		env  []string
 		args []string
 		want []string
 	}{
-		{"PODLAB_STATE_DIR", []string{"PODLAB_STATE_DIR=" + mine}, nil,
+		{"images and demo-run: PODLAB_STATE_DIR", []string{"PODLAB_STATE_DIR=" + mine}, []string{"images", "demo-run"},
 			[]string{"--out " + mine + "/demo-images --cache " + mine + "/cache/debs", "podlab --state-dir " + mine + " up"}},
-		{"STATE_DIR= wins", []string{"PODLAB_STATE_DIR=" + mine}, []string{"STATE_DIR=" + other},
+		{"images and demo-run: STATE_DIR= wins", []string{"PODLAB_STATE_DIR=" + mine}, []string{"images", "demo-run", "STATE_DIR=" + other},
 			[]string{"--out " + other + "/demo-images", "podlab --state-dir " + other + " up"}},
+		{"demo", []string{"PODLAB_STATE_DIR=" + mine}, []string{"demo"},
+			[]string{"--out " + mine + "/demo-images --cache " + mine + "/cache/debs", "podlab --state-dir " + mine + " up"}},
+		{"what test and bench export", []string{"PODLAB_STATE_DIR=" + mine}, []string{show, "show-env"},
+			[]string{"PODLAB_DEMO_IMAGES=" + mine + "/demo-images PODLAB_DEB_CACHE=" + mine + "/cache/debs"}},
+		{"what test and bench export: STATE_DIR= wins", []string{"PODLAB_STATE_DIR=" + mine}, []string{show, "show-env", "STATE_DIR=" + other},
+			[]string{"PODLAB_DEMO_IMAGES=" + other + "/demo-images PODLAB_DEB_CACHE=" + other + "/cache/debs"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command(mk, append([]string{"-n", "-C", testenv.RepoRoot(), "images", "demo-run"}, tt.args...)...)
+			args := append([]string{"-n", "-C", testenv.RepoRoot()}, tt.args...)
+			if tt.args[0] == show {
+				args = append([]string{"-s", "-C", testenv.RepoRoot()}, tt.args...) // run the added target itself
+			}
+			cmd := exec.Command(mk, args...)
 			for _, e := range os.Environ() {
 				if !strings.HasPrefix(e, "PODLAB_") && !strings.HasPrefix(e, "STATE_DIR=") && !strings.HasPrefix(e, "MAKEFLAGS=") {
 					cmd.Env = append(cmd.Env, e)
@@ -391,11 +404,11 @@ func TestMakefile_HonoursPodlabStateDir(t *testing.T) {
 			cmd.Env = append(cmd.Env, tt.env...)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("make -n: %v\n%s", err, out)
+				t.Fatalf("make %s: %v\n%s", strings.Join(tt.args, " "), err, out)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(string(out), w) {
-					t.Errorf("make -n images demo-run lacks %q:\n%s", w, out)
+					t.Errorf("make %s lacks %q:\n%s", strings.Join(tt.args, " "), w, out)
 				}
 			}
 		})

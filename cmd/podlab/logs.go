@@ -24,13 +24,15 @@ the container runtime wrote: /var/log/pods/<namespace>_<pod>_<uid>/<container>/0
 The runtime's shim holds the container's stdout and stderr and writes every
 line to that file in the CRI log format:
 
-  2026-12-02T10:00:00.000000000Z stdout F Hello from podlab/hello!
+  2026-12-02T10:00:00.12345678Z stdout F Hello from podlab/hello!
 
-(the time, the stream, F for a full line or P for part of a longer one, and
-the text). kubectl logs prints only the text; --timestamps puts the time
-before it, as the kubelet's ReadLogs does (not the stream nor the tag):
+(the time, in RFC 3339 with trailing zeros dropped as containerd writes it,
+the stream, F for a full line or P for part of a longer one, and the text).
+kubectl logs prints only the text; --timestamps puts the time before it, as
+the kubelet's ReadLogs does (not the stream nor the tag), in the kubelet's
+fixed width, always nine digits:
 
-  2026-12-02T10:00:00.000000000Z Hello from podlab/hello!
+  2026-12-02T10:00:00.123456780Z Hello from podlab/hello!
 
 To see the lines as stored, read the file.
 
@@ -48,7 +50,7 @@ Examples:
 		&cli.StringFlag{Name: "container", Aliases: []string{"c"}, Usage: "the container (default: the pod's first)"},
 		&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing until the container exits"},
 		&cli.BoolFlag{Name: "previous", Aliases: []string{"p"}, Usage: "the log of the container's previous run"},
-		&cli.BoolFlag{Name: "timestamps", Usage: "start each line with the time it was written (RFC 3339), as kubectl logs --timestamps"},
+		&cli.BoolFlag{Name: "timestamps", Usage: "start each line with the time it was written (RFC 3339, nine digits of nanoseconds), as kubectl logs --timestamps"},
 		namespaceFlag(),
 	},
 	Action: func(c *cli.Context) error {

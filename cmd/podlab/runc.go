@@ -20,7 +20,7 @@ import (
 var runcCommand = &cli.Command{
 	Name:      "runc",
 	Usage:     "run a bundle with the OCI runtime, runc: namespaces, cgroups, rootfs, capabilities, then the app (steps 12-13)",
-	ArgsUsage: "create|start|run|state|ps|exec|kill|delete|logs ID [--bundle DIR]",
+	ArgsUsage: "create|start|run|state|list|ps|exec|kill|delete|logs ID [--bundle DIR]",
 	Description: `The kubelet never starts a process itself. Over CRI it asks the container
 runtime (containerd, CRI-O) to RunPodSandbox, then CreateContainer and
 StartContainer. The runtime unpacks the image into a bundle (a rootfs plus
@@ -47,6 +47,8 @@ and say which CRI call each step plays.
            cgroup path (/proc/<pid>/cgroup) and the limits in the cgroup files
            (memory.max or memory.limit_in_bytes, pids.max, cpu.max or
            cpu.cfs_quota_us) on cgroup v1, v2 and hybrid; and the exit code.
+  list     runc list: every container under podlab's root (ID, PID, STATUS,
+           BUNDLE, CREATED, OWNER); -q for the IDs, --format json as runc.
   ps       the container's processes (runc ps: the pids in its cgroup).
   exec     runs another process inside the container's namespaces and cgroups,
            as kubectl exec does (runc exec); its exit code becomes podlab's.
@@ -105,6 +107,7 @@ or in full:
 		runcStartCommand,
 		runcRunCommand,
 		runcStateCommand,
+		runcListCommand,
 		runcPsCommand,
 		runcExecCommand,
 		runcKillCommand,
@@ -293,6 +296,52 @@ shim collected.`,
 		}
 		printState(c.App.Writer, st)
 		return nil
+	},
+}
+
+var runcListCommand = &cli.Command{
+	Name:  "list",
+	Usage: "list the containers runc knows under podlab's root for this runtime, as runc list",
+	Description: `runc list reads its root directory, one <root>/<ID>/state.json per container,
+and prints each container's ID, the host pid of its first process, its status
+(created, running, paused, stopped), its bundle, when it was created and who
+owns it. podlab runs the runtime's own list on podlab's root for the handler
+--runtime names (<state-dir>/runc for runc, <state-dir>/runtimes/<name> for
+another handler), so the output is the runtime's own; for runc, the same as:
+
+  runc --root <state-dir>/runc list
+
+A container runc has forgotten (a foreground run deletes it when it exits)
+is not listed: podlab runc state ID still shows its exit code.`,
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the container IDs"},
+		&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "table or json"},
+	},
+	Action: func(c *cli.Context) error {
+		format := c.String("format")
+		if format != "table" && format != "json" {
+			return fmt.Errorf("--format %q: runc list prints table or json", format)
+		}
+		r, err := runcRuntime(c, c.String("runtime"))
+		if err != nil {
+			return err
+		}
+		r.OnCommand = nil // the output is runc's own, with nothing before it
+		ls, err := r.List(c.Context)
+		if err != nil {
+			return err
+		}
+		switch w := c.App.Writer; {
+		case c.Bool("quiet"):
+			for _, l := range ls {
+				fmt.Fprintln(w, l.ID)
+			}
+			return nil
+		case format == "json":
+			return runc.WriteListJSON(w, ls)
+		default:
+			return runc.WriteListTable(w, ls)
+		}
 	},
 }
 

@@ -23,7 +23,7 @@ kubelet's Pulling, Pulled, Created, Started and Killing.
 
 podlab trace watches pods and events from revision 1, compares each
 version of the pod with the one before to name the stage it was, and lays
-the Events between them: the seed's chain, as it really ran, with who did
+the Events between them: the chain, as it really ran, with who did
 each step. Revisions order every write exactly; times are another matter:
 objects keep timestamps to the second, while an Event's name holds its time
 to the nanosecond (client-go names an event <object>.<UnixNano in hex>). A

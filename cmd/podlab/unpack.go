@@ -98,11 +98,11 @@ Examples:
   podlab pull nginx
   podlab unpack
   podlab unpack nginx
-  podlab unpack 127.0.0.1:5001/podlab/hello:1.0 --bundle /var/lib/podlab/bundles/hello --force
-  ls -l /var/lib/podlab/bundles/hello/rootfs
-  podlab unpack hello --snapshotter overlayfs --bundle /var/lib/podlab/bundles/hello-2
-  cat /var/lib/podlab/snapshots/index; mount | grep overlay
-  podlab unpack --remove --bundle /var/lib/podlab/bundles/hello-2`,
+  podlab unpack 127.0.0.1:5001/podlab/hello:1.0 --bundle $PODLAB_STATE_DIR/bundles/hello --force
+  ls -l $PODLAB_STATE_DIR/bundles/hello/rootfs
+  podlab unpack hello --snapshotter overlayfs --bundle $PODLAB_STATE_DIR/bundles/hello-2
+  cat $PODLAB_STATE_DIR/snapshots/index; mount | grep overlay
+  podlab unpack --remove --bundle $PODLAB_STATE_DIR/bundles/hello-2`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{
 			Name:        "bundle",
@@ -212,7 +212,11 @@ Examples:
 func removeBundle(c *cli.Context) error {
 	bundle := c.String("bundle")
 	if bundle == "" || c.NArg() != 0 {
-		return fmt.Errorf("unpack --remove needs --bundle DIR and no image, e.g. `podlab unpack --remove --bundle /var/lib/podlab/bundles/hello`")
+		dir, err := stateDir(c)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("unpack --remove needs --bundle DIR and no image, e.g. `podlab unpack --remove --bundle %s`", filepath.Join(dir, "bundles", "hello"))
 	}
 	bs, err := unpack.ReadBundleSnapshot(bundle)
 	if err != nil {

@@ -75,7 +75,7 @@ func TestUnpack_BadInput(t *testing.T) {
 		want string
 	}{
 		{"an unknown snapshotter", []string{"unpack", "nginx", "--snapshotter", "zfs"}, "choose native"},
-		{"remove without a bundle", []string{"unpack", "--remove"}, "needs --bundle DIR"},
+		{"remove without a bundle", []string{"unpack", "--remove"}, "needs --bundle DIR and no image, e.g. `podlab unpack --remove --bundle " + state + "/bundles/hello`"},
 		{"remove a directory that is no bundle", []string{"unpack", "--remove", "--bundle", notBundle}, "not a bundle podlab unpack made (nothing removed)"},
 	}
 	for _, tt := range tests {

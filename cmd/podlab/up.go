@@ -17,13 +17,14 @@ import (
 
 var upCommand = &cli.Command{
 	Name:      "up",
-	Usage:     "the whole chain at once, for real: create a pod (or a Deployment) and have every component run it, step by step as the seed numbers them",
+	Usage:     "the whole chain at once, for real: create a pod (or a Deployment) and have every component run it, step by step as the chain's description (lessons/README.md) numbers them",
 	ArgsUsage: "[--deployment] [--image IMAGE] [--name NAME] [--registry-mirror URL]",
 	Description: `podlab up is "kubectl run web --image nginx" on a cluster that lives in one
-process, with every step of the seed printed as it happens, numbered as the
-seed numbers it: what the step is, which component did it (and as which
-user), and what happened for real (the revision written, the node chosen,
-the bundle path, the container id, the namespaces read back from /proc).
+process, with every step of the chain printed as it happens, numbered as
+its description numbers it (lessons/README.md, "The chain"): what the step
+is, which component did it (and as which user), and what happened for real
+(the revision written, the node chosen, the bundle path, the container id,
+the namespaces read back from /proc).
 
   before    podlab init if the state directory has no control plane (its
             store, users, CA, certificates and kubeconfigs); kube-apiserver:
@@ -50,7 +51,7 @@ the bundle path, the container id, the namespaces read back from /proc).
   14-16     the kubelet watches the container and reports the status; the
             API server's revisions of the pod, replayed from a watch.
 
-With --deployment it is the seed's 18 steps of "kubectl create deployment":
+With --deployment it is the chain's 18 steps of "kubectl create deployment":
 steps 4 and 5 are the controller-manager's (the Deployment controller makes
 a ReplicaSet, whose controller makes the pod), and the pod's steps follow.
 
@@ -71,7 +72,7 @@ Examples:
   podlab up --name hello --image podlab/hello:1.0
   podlab up --registry-mirror http://127.0.0.1:5001`,
 	Flags: []cli.Flag{
-		&cli.BoolFlag{Name: "deployment", Usage: "create a Deployment (the seed's 18 steps) instead of a bare pod (16)"},
+		&cli.BoolFlag{Name: "deployment", Usage: "create a Deployment (the chain's 18 steps) instead of a bare pod (16)"},
 		&cli.StringFlag{Name: "image", Value: up.DefaultImage, Usage: "the container image (docker.io names come through the mirror)"},
 		&cli.StringFlag{Name: "name", Value: up.DefaultName, Usage: "the pod's (or the Deployment's) name"},
 		namespaceFlag(),
@@ -125,7 +126,7 @@ Examples:
 	},
 }
 
-// printUpStep prints one step: its number and the seed's sentence, who
+// printUpStep prints one step: its number and the description's sentence, who
 // did it, and what happened.
 func printUpStep(w io.Writer, s up.Step) {
 	if s.N == 0 {

@@ -86,7 +86,7 @@ func upEnv(t *testing.T) {
 }
 
 // checkSteps checks that out prints chain's steps in order, each numbered
-// [N/len] and followed by the seed's sentence, and no other step.
+// [N/len] and followed by the description's sentence, and no other step.
 func checkSteps(t *testing.T, out string, chain []string) {
 	t.Helper()
 	pos := 0
@@ -108,7 +108,7 @@ func checkSteps(t *testing.T, out string, chain []string) {
 }
 
 // TestUp_BarePod is issue 5's "done when" for up, exec and reset: podlab up
-// on a fresh state directory prints the seed's 16 steps in order and ends
+// on a fresh state directory prints the chain's 16 steps in order and ends
 // with the pod Running and hello's greeting in its log; a second up says
 // the pod exists; exec runs /hello in the container and returns its exit
 // code; reset without --yes and the answer "n" removes nothing; reset
@@ -239,7 +239,7 @@ func TestUp_BarePod(t *testing.T) {
 	}
 }
 
-// TestUp_Deployment: --deployment prints the seed's 18 steps, the
+// TestUp_Deployment: --deployment prints the chain's 18 steps, the
 // controller-manager's among them, and ends with the Deployment's pod
 // Running and the Deployment ready.
 func TestUp_Deployment(t *testing.T) {

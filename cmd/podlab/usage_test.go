@@ -56,17 +56,61 @@ func leafCommands(cmds []*cli.Command, parent []string) [][]string {
 	return out
 }
 
+// parentCommands is every command with subcommands, by its full name.
+func parentCommands(cmds []*cli.Command, parent []string) [][]string {
+	var out [][]string
+	for _, c := range cmds {
+		if !hasSubcommands(c) {
+			continue
+		}
+		name := append(append([]string(nil), parent...), c.Name)
+		out = append(out, name)
+		out = append(out, parentCommands(c.Subcommands, name)...)
+	}
+	return out
+}
+
 // TestUsage_Help: every command's help lists the global options that apply
-// to it too (--as, -v), and no flag says its default twice.
+// to it too (--as, -v), no flag says its default twice, no help speaks of
+// "the seed" (issue 16: a learner was never told what it is; the help says
+// "the chain" and names its description, lessons/README.md), and no example
+// hard-codes a path under /var/lib/podlab (issue 16: a learner's state
+// directory is $PODLAB_STATE_DIR; only --state-dir's default names it).
 func TestUsage_Help(t *testing.T) {
 	state := t.TempDir()
 	app := newApp(nil, nil, nil)
 	twice := regexp.MustCompile(`\(default: [^)]*\).*\(default: `)
+	seed := regexp.MustCompile(`(?i)\bseed`)
+	fixedState := regexp.MustCompile(`/var/lib/podlab/`)
+	// the commands with subcommands have helps of their own (podlab runc's
+	// teaches the whole runtime), and so has podlab
+	t.Run("podlab and the commands with subcommands", func(t *testing.T) {
+		for _, cmd := range append([][]string{nil}, parentCommands(app.Commands, nil)...) {
+			out, _, err := podlab(t, state, append(cmd, "--help")...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := seed.FindString(out); m != "" {
+				t.Errorf("podlab %s --help says %q", strings.Join(cmd, " "), m)
+			}
+			if fixedState.MatchString(out) {
+				t.Errorf("podlab %s --help hard-codes a path under /var/lib/podlab", strings.Join(cmd, " "))
+			}
+		}
+	})
 	for _, cmd := range leafCommands(app.Commands, nil) {
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
 			out, _, err := podlab(t, state, append(cmd, "--help")...)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if m := seed.FindString(out); m != "" {
+				t.Errorf("podlab %s --help says %q", strings.Join(cmd, " "), m)
+			}
+			for _, l := range strings.Split(out, "\n") {
+				if fixedState.MatchString(l) {
+					t.Errorf("podlab %s --help hard-codes a path under /var/lib/podlab: %s", strings.Join(cmd, " "), strings.TrimSpace(l))
+				}
 			}
 			for _, want := range []string{"GLOBAL OPTIONS", "--as value", "-v, --verbose", "--state-dir value"} {
 				if !strings.Contains(out, want) {

@@ -12,21 +12,22 @@ import (
 	"k8s.io/klog/v2/textlogger"
 )
 
-var seedTime = time.Date(2025, 5, 28, 8, 1, 29, 555150000, time.UTC)
+var excerptTime = time.Date(2025, 5, 28, 8, 1, 29, 555150000, time.UTC)
 
 func fixed(t time.Time) func() time.Time { return func() time.Time { return t } }
 
-// The three lines of the seed's kube-controller-manager excerpt, reproduced
+// The three lines of the kube-controller-manager log the chain's
+// description quotes (lessons/11-deployments.md shows them), reproduced
 // byte for byte with a fixed clock and pid 1.
-func TestLogger_Info_SeedExcerpt(t *testing.T) {
+func TestLogger_Info_DescriptionExcerpt(t *testing.T) {
 	var buf bytes.Buffer
 	start := time.Date(2025, 5, 28, 8, 1, 29, 555171072, time.UTC)
-	w := New(&buf, WithPID(1), WithVerbosity(4), WithClock(fixed(seedTime)))
+	w := New(&buf, WithPID(1), WithVerbosity(4), WithClock(fixed(excerptTime)))
 	log := w.Logger("deployment-controller")
 	log.V(4).Info(Source{"deployment_controller.go", 189}, "Adding deployment", "deployment", KRef("default", "test"))
 	w.now = fixed(time.Date(2025, 5, 28, 8, 1, 29, 555175000, time.UTC))
-	// The seed's startTime carries a monotonic reading (m=+807.05...), which
-	// only time.Now() has; a fixed time prints without it.
+	// The description's startTime carries a monotonic reading (m=+807.05...),
+	// which only time.Now() has; a fixed time prints without it.
 	log.V(4).Info(Source{"deployment_controller.go", 599}, "Started syncing deployment", "deployment", KRef("default", "test"), "startTime", start)
 	w.now = fixed(time.Date(2025, 5, 28, 8, 1, 29, 555350000, time.UTC))
 	log.V(4).Info(Source{"deployment_util.go", 262}, "Updating replica set revision", "replicaSet", KRef("default", "test-56744d8b7b"), "newRevision", "1")
@@ -55,7 +56,7 @@ func TestLogger_Info_MatchesKlogTextlogger(t *testing.T) {
 		{"string quoted", "Updating replica set revision", []any{"newRevision", "1"}},
 		{"quotes escaped", `say "hi"`, []any{"msg", `a "quoted" word`, "tab", "a\tb"}},
 		{"multi-line string", "Multi", []any{"text", "line 1\nline 2", "ended", "x\n"}},
-		{"duration and time are Stringers", "Finished syncing deployment", []any{"duration", 1500 * time.Microsecond, "startTime", seedTime}},
+		{"duration and time are Stringers", "Finished syncing deployment", []any{"duration", 1500 * time.Microsecond, "startTime", excerptTime}},
 		{"bool and float", "Processing item", []any{"virtual", false, "ratio", 0.5}},
 		{"named string as JSON", "Deleting item", []any{"propagationPolicy", named("Background")}},
 		{"struct and map as JSON", "Detail", []any{"labels", map[string]string{"app": "web", "<b>": "&"}, "pair", struct{ A int }{1}}},
@@ -68,13 +69,13 @@ func TestLogger_Info_MatchesKlogTextlogger(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			src := Source{"replica_set.go", 590}
 			var ours bytes.Buffer
-			New(&ours, WithPID(os.Getpid()), WithVerbosity(4), WithClock(fixed(seedTime))).
+			New(&ours, WithPID(os.Getpid()), WithVerbosity(4), WithClock(fixed(excerptTime))).
 				Logger("replicaset-controller").V(2).Info(src, c.msg, c.kv...)
 
 			var theirs bytes.Buffer
 			cfg := textlogger.NewConfig(
 				textlogger.Output(&theirs),
-				textlogger.FixedTime(seedTime),
+				textlogger.FixedTime(excerptTime),
 				textlogger.Verbosity(4),
 				textlogger.Backtrace(func(int) (string, int) { return src.File, src.Line }),
 			)
@@ -91,9 +92,9 @@ func TestLogger_Error_MatchesKlogTextlogger(t *testing.T) {
 	src := Source{"deployment_controller.go", 512}
 	err := errors.New(`Operation cannot be fulfilled on replicasets.apps "web-7d4b9c8f6": the object has been modified`)
 	var ours bytes.Buffer
-	New(&ours, WithClock(fixed(seedTime))).Logger("deployment-controller").Error(src, err, "Error syncing deployment", "deployment", KRef("default", "web"))
+	New(&ours, WithClock(fixed(excerptTime))).Logger("deployment-controller").Error(src, err, "Error syncing deployment", "deployment", KRef("default", "web"))
 	var theirs bytes.Buffer
-	cfg := textlogger.NewConfig(textlogger.Output(&theirs), textlogger.FixedTime(seedTime),
+	cfg := textlogger.NewConfig(textlogger.Output(&theirs), textlogger.FixedTime(excerptTime),
 		textlogger.Backtrace(func(int) (string, int) { return src.File, src.Line }))
 	textlogger.NewLogger(cfg).WithName("deployment-controller").Error(err, "Error syncing deployment", "deployment", realklog.KRef("default", "web"))
 	if ours.String() != theirs.String() {
@@ -132,7 +133,7 @@ func TestLogger_V_HidesAboveVerbosity(t *testing.T) {
 
 func TestWriter_Printf_Unstructured(t *testing.T) {
 	var buf bytes.Buffer
-	w := New(&buf, WithPID(1), WithClock(fixed(seedTime)))
+	w := New(&buf, WithPID(1), WithClock(fixed(excerptTime)))
 	w.Printf(Warning, Source{"shared_informer.go", 350}, "Waiting for caches to sync for %s", "deployment")
 	want := "W0528 08:01:29.555150       1 shared_informer.go:350] Waiting for caches to sync for deployment\n"
 	if buf.String() != want {
@@ -157,7 +158,7 @@ func TestHeader_Columns(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := string(appendHeader(nil, Info, seedTime, c.pid, Source{"f.go", c.line})); got != c.want {
+			if got := string(appendHeader(nil, Info, excerptTime, c.pid, Source{"f.go", c.line})); got != c.want {
 				t.Errorf("got %q, want %q", got, c.want)
 			}
 		})

@@ -4,7 +4,7 @@
 // renewing its Lease goes Ready=Unknown and is tainted unreachable), the
 // taint-eviction controller (taint.go) and, with --allocate-node-cidrs, the
 // node IPAM controller. It is
-// step 4 of the seed's Deployment chain ("the controller-manager notices
+// step 4 of the chain for a Deployment ("the controller-manager notices
 // the new Deployment through its watch, creates its ReplicaSet, whose
 // controller creates the pods"), and like every Kubernetes component it is
 // only a client of the API server: it reads through informers and writes

@@ -567,7 +567,7 @@ func (r *run) stopping() {
 
 // at is the call site in kube-controller-manager v1.33.6 (k8s.io/kubernetes
 // and k8s.io/client-go v0.33.6) that logs the message podlab logs there:
-// the seed's excerpt shows deployment_controller.go:189 and :599 and
+// the chain's description quotes deployment_controller.go:189 and :599 and
 // deployment_util.go:262, which are that release's lines. podlab's own code
 // is elsewhere; the numbers are a reproduction, so that a learner can open
 // the Kubernetes file at the line a message comes from.

@@ -1,5 +1,5 @@
-// Package kubelet is the node agent of podlab's cluster (seed steps 6-8 and
-// 14-16): it bridges the control plane and the container runtime.
+// Package kubelet is the node agent of podlab's cluster (the chain's steps
+// 6-8 and 14-16): it bridges the control plane and the container runtime.
 //
 // A kubelet acts as the user system:node:NODE through apiserver.Interface,
 // like any other client of the API server. It
@@ -11,7 +11,7 @@
 //     quarter of its 40 seconds: the sign of life the controller-manager's
 //     node lifecycle controller watches;
 //   - watches the pods bound to it (an informer with the field selector
-//     spec.nodeName=NODE, seed step 6);
+//     spec.nodeName=NODE, the chain's step 6);
 //   - for each pod, does what the kubelet's syncPod asks of the CRI runtime
 //     (steps 7-13): a pod sandbox (RunPodSandbox), then per container PullImage,
 //     CreateContainer (unpack, spec, runc create) and StartContainer;

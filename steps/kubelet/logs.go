@@ -33,8 +33,8 @@ type LogsOptions struct {
 	// them through the API server). When any is set the log is read the
 	// way the kubelet's ReadLogs does:
 	//
-	// TimestampPrefix starts each line with its time in RFC 3339 with
-	// nanoseconds and a space (kubectl logs --timestamps).
+	// TimestampPrefix starts each line with its time and a space (kubectl
+	// logs --timestamps), in the kubelet's fixed width, timeFormatOut.
 	TimestampPrefix bool
 	// TailLines, when set, prints only the last N lines (--tail=N).
 	TailLines *int64
@@ -149,6 +149,14 @@ func Logs(ctx context.Context, stateDir string, pod *corev1.Pod, w io.Writer, op
 	return src, err
 }
 
+// timeFormatOut is how the kubelet prints a line's time for kubectl logs
+// --timestamps: Kubernetes' RFC3339NanoFixed, always nine digits of
+// nanoseconds (k8s.io/cri-client/pkg/logs, the kubelet's ReadLogs), where
+// the runtime's file drops trailing zeros (time.RFC3339Nano): a line stored
+// at 10:00:03.12345678Z prints as 10:00:03.123456780Z, one at 10:00:03Z as
+// 10:00:03.000000000Z. The zone is the one the file has.
+const timeFormatOut = "2006-01-02T15:04:05.000000000Z07:00"
+
 // errLimitReached ends a read at LimitBytes.
 var errLimitReached = errors.New("limitBytes reached")
 
@@ -176,7 +184,7 @@ func readLog(ctx context.Context, path string, w io.Writer, opts LogsOptions, ex
 			out += "\n"
 		}
 		if opts.TimestampPrefix {
-			out = l.Time.UTC().Format(time.RFC3339Nano) + " " + out
+			out = l.Time.Format(timeFormatOut) + " " + out
 		}
 		_, err := io.WriteString(lw, out)
 		return err

@@ -47,7 +47,7 @@ func TestReadLog(t *testing.T) {
 		{"tail more than there is", LogsOptions{TailLines: n(10)}, "one\ntwo\nthree\nfour\n"},
 		{"since", LogsOptions{SinceTime: at(time.Second)}, "two\nthree\nfour\n"},
 		{"limit", LogsOptions{LimitBytes: n(6)}, "one\ntw"},
-		{"timestamps", LogsOptions{TimestampPrefix: true, TailLines: n(1)}, "2026-12-03T10:00:03Z four\n"},
+		{"timestamps", LogsOptions{TimestampPrefix: true, TailLines: n(1)}, "2026-12-03T10:00:03.000000000Z four\n"},
 		{"tail and limit", LogsOptions{TailLines: n(2), LimitBytes: n(3)}, "thr"},
 	}
 	for _, tt := range tests {
@@ -99,6 +99,50 @@ func TestReadLog(t *testing.T) {
 		t.Run("bad: "+name, func(t *testing.T) {
 			if err := readLog(context.Background(), p, &bytes.Buffer{}, LogsOptions{TailLines: n(1)}, func() bool { return true }); err == nil {
 				t.Error("no error")
+			}
+		})
+	}
+}
+
+// TestReadLog_Timestamps: kubectl logs --timestamps prints each line's time
+// as the kubelet does (k8s.io/cri-client/pkg/logs: parsed leniently from the
+// runtime's RFC3339Nano, written in RFC3339NanoFixed, the zone kept), where
+// the file, as containerd writes it, drops trailing zeros.
+func TestReadLog_Timestamps(t *testing.T) {
+	taipei := time.FixedZone("CST", 8*3600)
+	tests := []struct {
+		name string
+		at   time.Time
+		file string // the line's time in the file
+		want string // kubectl logs --timestamps
+	}{
+		{"nanoseconds", time.Date(2026, 12, 3, 10, 0, 0, 123456789, time.UTC),
+			"2026-12-03T10:00:00.123456789Z", "2026-12-03T10:00:00.123456789Z"},
+		{"nanoseconds ending in 0", time.Date(2026, 12, 3, 10, 0, 0, 123456780, time.UTC),
+			"2026-12-03T10:00:00.12345678Z", "2026-12-03T10:00:00.123456780Z"},
+		{"milliseconds", time.Date(2026, 12, 3, 10, 0, 0, 120000000, time.UTC),
+			"2026-12-03T10:00:00.12Z", "2026-12-03T10:00:00.120000000Z"},
+		{"a whole second", time.Date(2026, 12, 3, 10, 0, 1, 0, time.UTC),
+			"2026-12-03T10:00:01Z", "2026-12-03T10:00:01.000000000Z"},
+		{"a node in another zone", time.Date(2026, 12, 3, 18, 0, 2, 5000, taipei),
+			"2026-12-03T18:00:02.000005+08:00", "2026-12-03T18:00:02.000005000+08:00"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			line := runc.LogLine{Time: tt.at, Stream: "stdout", Message: "hello"}.String()
+			if !strings.HasPrefix(line, tt.file+" stdout F ") {
+				t.Errorf("the runtime wrote %q, want the time %s (containerd's RFC3339Nano)", line, tt.file)
+			}
+			path := filepath.Join(t.TempDir(), "container.log")
+			if err := os.WriteFile(path, []byte(line+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := readLog(context.Background(), path, &out, LogsOptions{TimestampPrefix: true}, func() bool { return true }); err != nil {
+				t.Fatal(err)
+			}
+			if want := tt.want + " hello\n"; out.String() != want {
+				t.Errorf("kubectl logs --timestamps printed %q, want %q", out.String(), want)
 			}
 		})
 	}

@@ -4,13 +4,19 @@ package runc
 // /var/log/pods/<namespace>_<pod>_<uid>/<container>/0.log:
 //
 //	2026-12-02T12:00:00.123456789Z stdout F hello
-//	2026-12-02T12:00:00.123456790Z stderr P a long line, cut here
+//	2026-12-02T12:00:00.12345679Z stderr P a long line, cut here
 //	2026-12-02T12:00:00.123456791Z stderr F  and its end
 //
 // The runtime's shim writes them: it holds the container's stdout and stderr
 // pipes and stamps each line with the time, the stream and a tag, F for a full
 // line or P for part of one (a line longer than MaxLogLine, or the last bytes
 // before the stream closed without a newline).
+//
+// The time is the runtime's clock in Go's time.RFC3339Nano, as containerd's
+// CRI logger writes it (internal/cri/io/logger.go, timestampFormat): trailing
+// zeros of the fraction dropped, so the second line's .123456790 is
+// .12345679. The kubelet reads it leniently and, for kubectl logs
+// --timestamps, prints it again in its own fixed width (steps/kubelet).
 
 import (
 	"bufio"
@@ -29,8 +35,9 @@ import (
 // split into partial (P) lines, as containerd does with 16 KiB.
 const MaxLogLine = 16 * 1024
 
-// criTime is the CRI log timestamp: RFC 3339 with nanoseconds, always nine digits.
-const criTime = "2006-01-02T15:04:05.000000000Z07:00"
+// criTime is the CRI log file's timestamp as containerd writes it:
+// RFC 3339 with up to nine digits of nanoseconds, trailing zeros dropped.
+const criTime = time.RFC3339Nano
 
 // LogLine is one line of a CRI log file.
 type LogLine struct {
@@ -40,13 +47,15 @@ type LogLine struct {
 	Message string // without the newline
 }
 
-// String is the line as written in the log file, without its newline.
+// String is the line as written in the log file, without its newline; the
+// time in its own zone (the shim's clock is the host's local time, as
+// containerd's time.Now()).
 func (l LogLine) String() string {
 	tag := "F"
 	if l.Partial {
 		tag = "P"
 	}
-	return l.Time.UTC().Format(criTime) + " " + l.Stream + " " + tag + " " + l.Message
+	return l.Time.Format(criTime) + " " + l.Stream + " " + tag + " " + l.Message
 }
 
 // ParseLogLine parses one line of a CRI log file (without its newline).
@@ -55,7 +64,7 @@ func ParseLogLine(s string) (LogLine, error) {
 	if len(f) < 3 {
 		return LogLine{}, fmt.Errorf("parsing CRI log line %q: want TIME STREAM TAG MESSAGE", s)
 	}
-	t, err := time.Parse(time.RFC3339Nano, f[0])
+	t, err := time.Parse(criTime, f[0])
 	if err != nil {
 		return LogLine{}, fmt.Errorf("parsing CRI log line %q: %w", s, err)
 	}

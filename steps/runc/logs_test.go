@@ -48,8 +48,10 @@ func TestCRIWriter_Copy(t *testing.T) {
 				if rest != tt.want[i] {
 					t.Errorf("line %d = %.60q, want %.60q", i, rest, tt.want[i])
 				}
-				if _, err := time.Parse(time.RFC3339Nano, ts); err != nil || len(ts) != len("2026-12-02T12:00:00.123456789Z") {
-					t.Errorf("line %d timestamp %q is not RFC 3339 with 9 digits", i, ts)
+				// containerd's time.RFC3339Nano: the first line's
+				// .123456790 without its trailing zero
+				if p, err := time.Parse(time.RFC3339Nano, ts); err != nil || ts != p.Format(time.RFC3339Nano) || (i == 0 && ts != "2026-12-02T12:00:00.12345679Z") {
+					t.Errorf("line %d timestamp %q is not containerd's RFC 3339 (trailing zeros dropped; the first 2026-12-02T12:00:00.12345679Z)", i, ts)
 				}
 			}
 			// What the app wrote comes back, byte for byte.
@@ -64,14 +66,35 @@ func TestCRIWriter_Copy(t *testing.T) {
 	}
 }
 
+// TestLogLine_String: a line as containerd's CRI logger writes it, the
+// time in time.RFC3339Nano (trailing zeros dropped, the clock's own zone),
+// and read back.
 func TestLogLine_String(t *testing.T) {
-	l := LogLine{Time: time.Date(2026, 12, 2, 12, 0, 0, 123000000, time.UTC), Stream: "stderr", Message: "boom"}
-	if got, want := l.String(), "2026-12-02T12:00:00.123000000Z stderr F boom"; got != want {
-		t.Errorf("String() = %q, want %q", got, want)
+	taipei := time.FixedZone("CST", 8*3600)
+	tests := []struct {
+		name string
+		l    LogLine
+		want string
+	}{
+		{"milliseconds", LogLine{Time: time.Date(2026, 12, 2, 12, 0, 0, 123000000, time.UTC), Stream: "stderr", Message: "boom"},
+			"2026-12-02T12:00:00.123Z stderr F boom"},
+		{"nanoseconds ending in 0", LogLine{Time: time.Date(2026, 12, 2, 12, 0, 0, 123456780, time.UTC), Stream: "stdout", Message: "hi"},
+			"2026-12-02T12:00:00.12345678Z stdout F hi"},
+		{"a whole second", LogLine{Time: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), Stream: "stdout", Partial: true, Message: "part"},
+			"2026-12-02T12:00:00Z stdout P part"},
+		{"the local zone kept", LogLine{Time: time.Date(2026, 12, 2, 20, 0, 0, 500000000, taipei), Stream: "stdout", Message: "夜"},
+			"2026-12-02T20:00:00.5+08:00 stdout F 夜"},
 	}
-	back, err := ParseLogLine(l.String())
-	if err != nil || back != l {
-		t.Errorf("ParseLogLine(String()) = %+v, %v; want %+v", back, err, l)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.l.String(); got != tt.want {
+				t.Errorf("String() = %q, want %q", got, tt.want)
+			}
+			back, err := ParseLogLine(tt.l.String())
+			if err != nil || !back.Time.Equal(tt.l.Time) || back.Stream != tt.l.Stream || back.Partial != tt.l.Partial || back.Message != tt.l.Message {
+				t.Errorf("ParseLogLine(String()) = %+v, %v; want %+v", back, err, tt.l)
+			}
+		})
 	}
 }
 

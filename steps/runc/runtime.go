@@ -1,5 +1,5 @@
 // Package runc is the last stage of the runtime half of Pod creation
-// (seed steps 11-13): the container runtime hands a bundle (rootfs plus
+// (the chain's steps 11-13): the container runtime hands a bundle (rootfs plus
 // config.json) to the OCI runtime, runc, which sets up namespaces, cgroups,
 // the root file system and capabilities, then runs the app.
 //

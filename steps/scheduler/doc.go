@@ -1,4 +1,4 @@
-// Package scheduler is kube-scheduler: steps 4 and 5 of the seed. It finds
+// Package scheduler is kube-scheduler: steps 4 and 5 of the chain. It finds
 // pods the API server has stored with no node, decides which node each
 // goes to, and writes that decision back through the API server.
 //

@@ -1,7 +1,7 @@
 // Package spec is the container runtime writing a bundle's OCI runtime spec,
 // config.json: the file that tells runc which program to start, as which
 // user, in which namespaces, under which cgroup limits and with which
-// capabilities (seed step 11).
+// capabilities (the chain's step 11).
 //
 // The kubelet hands the CRI runtime (containerd, CRI-O) a container config
 // made from the PodSpec: command, args, env, workingDir,

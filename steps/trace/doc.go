@@ -1,5 +1,5 @@
 // Package trace rebuilds the timeline of a pod from what the cluster
-// remembers about it: the chain of the seed ("kubectl run" to a running
+// remembers about it: the chain ("kubectl run" to a running
 // process) as it really happened, stage by stage, with the component that
 // did each stage and the store revision it wrote.
 //

@@ -1,11 +1,12 @@
 package up
 
-// The seed's two chains, in English, numbered as the seed numbers them: 16
-// steps for a bare pod (kubectl run), 18 for a Deployment (kubectl create
-// deployment), whose steps 4 and 5 are the controller-manager's and whose
-// steps 6 to 18 are the bare pod's 4 to 16.
+// The chain's description (lessons/README.md, "The chain") in English, its
+// two chains numbered as it numbers them: 16 steps for a bare pod (kubectl
+// run), 18 for a Deployment (kubectl create deployment), whose steps 4 and
+// 5 are the controller-manager's and whose steps 6 to 18 are the bare pod's
+// 4 to 16.
 
-// PodChain is the seed's chain for a bare pod, step 1 first.
+// PodChain is the chain for a bare pod, step 1 first.
 var PodChain = [...]string{
 	"The user sends a request to create a pod with the kubectl run command.",
 	"The API server receives the request to create the pod and, after authentication, authorization and the admission phase, stores it in etcd.",
@@ -25,7 +26,7 @@ var PodChain = [...]string{
 	"The API server keeps storing the pod's latest status in etcd.",
 }
 
-// DeploymentChain is the seed's chain for a Deployment, step 1 first.
+// DeploymentChain is the chain for a Deployment, step 1 first.
 var DeploymentChain = [...]string{
 	"The user sends a request to create a deployment with the kubectl create deploy command.",
 	"The API server receives the request to create the deployment and, after authentication, authorization and the admission phase, stores it in etcd.",
@@ -47,7 +48,7 @@ var DeploymentChain = [...]string{
 	PodChain[15],
 }
 
-// Chain is the seed's chain for a bare pod, or for a Deployment.
+// Chain is the chain for a bare pod, or for a Deployment.
 func Chain(deployment bool) []string {
 	if deployment {
 		return DeploymentChain[:]
@@ -55,13 +56,13 @@ func Chain(deployment bool) []string {
 	return PodChain[:]
 }
 
-// Step is one step of the chain as Up did it: the seed's number and
+// Step is one step of the chain as Up did it: the description's number and
 // sentence, the component that did it, and what happened for real.
 type Step struct {
-	// N is the seed's number of the step (1 to Of); 0 for a note outside
+	// N is the description's number of the step (1 to Of); 0 for a note outside
 	// the chain (what Up did before step 1 and after the last step).
 	N, Of int
-	// Sentence is the seed's sentence for the step; for a note, its title.
+	// Sentence is the description's sentence for the step; for a note, its title.
 	Sentence string
 	// Component is who did it, with the identity it acted as.
 	Component string

@@ -1,7 +1,8 @@
 // Package up is the whole chain at once: `podlab up`, what `make demo` runs.
 // It creates a pod (or a Deployment) through the API server, then has the
 // real components, in-process and each as its own user, do their part,
-// and reports every step as the seed numbers it: the seed's sentence, the
+// and reports every step as the chain's description (lessons/README.md)
+// numbers it: the description's sentence, the
 // component that did it, and what happened for real.
 //
 // Every component is a client of kube-apiserver over HTTPS, as on a
@@ -25,7 +26,7 @@
 // registers it), and components that watch: kube-scheduler, and for a
 // Deployment kube-controller-manager, run from goroutines until Up returns.
 //
-// # A bare pod: the seed's 16 steps
+// # A bare pod: the chain's 16 steps
 //
 //  1. The user sends a request to create a pod with kubectl run: a POST of
 //     a Pod with one container, over HTTPS, as the user admin (the client
@@ -73,7 +74,7 @@
 //     watch from before step 1 replays them all, the latest being what
 //     `podlab get pod` reads.
 //
-// # A Deployment: the seed's 18 steps
+// # A Deployment: the chain's 18 steps
 //
 // Steps 1 to 3 are the same for a Deployment. Then the controller-manager
 // (step 4) is handed the Deployment by its informers: the Deployment

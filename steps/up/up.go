@@ -46,7 +46,7 @@ type Options struct {
 	// docker.io/library/nginx:latest, through the mirror).
 	Image string
 	// Deployment creates a Deployment of one replica instead of a bare
-	// pod: the seed's 18 steps instead of 16.
+	// pod: the chain's 18 steps instead of 16.
 	Deployment bool
 	// Mirror is the registry docker.io images are pulled from. Empty: Up
 	// serves ImagesDir itself, in-process, on 127.0.0.1 and a free port,
@@ -150,7 +150,7 @@ type Result struct {
 	Next []string
 }
 
-// Up re-enacts the seed's chain for real: it creates a pod (or a
+// Up re-enacts the chain for real: it creates a pod (or a
 // Deployment) through the API server as admin, and has the real
 // components, in-process, each as its own identity, do the rest: the
 // controller-manager (a Deployment), the scheduler, the node's kubelet

@@ -25,7 +25,7 @@ import (
 
 func TestChain_Numbering(t *testing.T) {
 	if len(PodChain) != 16 || len(DeploymentChain) != 18 {
-		t.Fatalf("the seed has 16 and 18 steps, got %d and %d", len(PodChain), len(DeploymentChain))
+		t.Fatalf("the chain's description has 16 and 18 steps, got %d and %d", len(PodChain), len(DeploymentChain))
 	}
 	tests := []struct {
 		name       string

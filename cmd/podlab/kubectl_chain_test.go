@@ -15,14 +15,14 @@ import (
 	"github.com/podlab/podlab/steps/statedir"
 )
 
-// TestKubectl_TheSeedsCommands types the seed's commands, in the seed's
-// order, with a real kubectl v1.37 against `podlab apiserver`, while the
-// scheduler and the controller-manager run as its network clients, each
-// with its own kubeconfig: what a learner types on a cluster, checked line
-// by line. No kubelet runs (the pods stay Pending on node-2); where the
-// seed's chain needs the kubelet's answer (a pod's final delete), the test
+// TestKubectl_TheChainsCommands types the chain's commands, in the order
+// of the chain's description (lessons/README.md), with a real kubectl v1.37
+// against `podlab apiserver`, while the scheduler and the controller-manager
+// run as its network clients, each with its own kubeconfig: what a learner
+// types on a cluster, checked line by line. No kubelet runs (the pods stay Pending on node-2); where the
+// chain needs the kubelet's answer (a pod's final delete), the test
 // sends it with node-2's credentials.
-func TestKubectl_TheSeedsCommands(t *testing.T) {
+func TestKubectl_TheChainsCommands(t *testing.T) {
 	kubectl := testenv.Kubectl(t)
 	state := testenv.StateDir(t)
 	port := freePort(t)
@@ -66,7 +66,7 @@ func TestKubectl_TheSeedsCommands(t *testing.T) {
 	admin("node-2 Ready", []string{"patch", "node", "node-2", "--subresource=status", "--type=merge", "-p",
 		`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":"` + time.Now().UTC().Format(time.RFC3339) + `"}]}}`})
 
-	// seed step 1: the pod is stored, Pending, on no node
+	// the chain's step 1: the pod is stored, Pending, on no node
 	admin("kubectl run", []string{"run", "nginx", "--image=nginx"}, "pod/nginx created")
 	admin("kubectl get pod -o wide", []string{"get", "pod", "nginx", "-o", "wide"},
 		"NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE", "READINESS GATES",
