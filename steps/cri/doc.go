@@ -49,8 +49,13 @@
 //	              create killed half-way is cleaned when the server starts
 //	              again (runc's container, cgroups, bundle, namespaces)
 //
-// Runtime handlers: "" and "runc" only (another handler gets containerd's
-// `no runtime for "NAME" is configured`).
+//	handlers.go   the runtimes table (containerd's [...runtimes.NAME]):
+//	              runc.DefaultHandlers (runc, runsc, crun) or
+//	              Config.Handlers; an unknown runtime_handler gets
+//	              containerd's `no runtime for "NAME" is configured`
+//	rootfs.go     the snapshotter (containerd's default, overlayfs,
+//	              where the kernel mounts it; else native), the active
+//	              snapshot of a container keyed <sandbox>/<container>
 //
 // RPCs the kubelet v1.37 may call that answer Unimplemented:
 // StreamPodSandboxes, StreamContainers, StreamContainerStats,

@@ -68,6 +68,9 @@ type containerRecord struct {
 	// LogPath is log_directory/log_path of the sandbox and container
 	// configs; empty when they name none.
 	LogPath string `json:"logPath,omitempty"`
+	// RuntimeHandler is its sandbox's handler (runc when empty): the
+	// runtime that runs it.
+	RuntimeHandler string `json:"runtimeHandler,omitempty"`
 
 	config *runtimeapi.ContainerConfig
 }

@@ -17,15 +17,6 @@ import (
 	"github.com/podlab/podlab/steps/cni"
 )
 
-// checkHandler accepts the runtime handlers this runtime has: "" (the
-// default) and "runc".
-func checkHandler(h string) error {
-	if h == "" || h == "runc" {
-		return nil
-	}
-	return status.Errorf(codes.InvalidArgument, "failed to get sandbox runtime: no runtime for %q is configured", h)
-}
-
 // sandboxKinds are the namespaces a sandbox pins: net and uts unless the
 // pod uses the node's network, ipc unless it uses the node's IPC.
 func sandboxKinds(cfg *runtimeapi.PodSandboxConfig) []string {
@@ -75,7 +66,8 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := validateSandboxConfig(cfg); err != nil {
 		return nil, err
 	}
-	if err := checkHandler(req.RuntimeHandler); err != nil {
+	h, _, err := s.sandboxRuntime(req.RuntimeHandler)
+	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -87,7 +79,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	}
 	id := newID()
 	sb := &sandboxRecord{ID: id, State: stateCreating, CreatedAt: time.Now().UnixNano(),
-		RuntimeHandler: req.RuntimeHandler, config: cfg, Namespaces: map[string]string{},
+		RuntimeHandler: h.Name, config: cfg, Namespaces: map[string]string{},
 		CgroupParent: cfg.GetLinux().GetCgroupParent()}
 	if sb.CgroupParent == "" {
 		sb.CgroupParent = s.node.KubepodsCgroup()
@@ -272,6 +264,9 @@ func (s *Server) removeSandbox(ctx context.Context, sb *sandboxRecord) error {
 		}
 	}
 	if _, err := s.teardownSandbox(ctx, sb); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.removeSandboxSnapshots(sb.ID); err != nil {
 		errs = append(errs, err)
 	}
 	for _, p := range []string{s.node.PodBundles(sb.ID), s.node.PodDir(sb.ID)} {
