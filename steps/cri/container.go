@@ -95,8 +95,16 @@ func (s *Server) create(ctx context.Context, sb *sandboxRecord, c *containerReco
 	if err != nil {
 		return err
 	}
+	if sb.UserNS != nil {
+		opts.Shift = sb.UserNS.shift() // idmapped lowers, or a chowned copy
+	}
 	if _, err := unpack.Unpack(ctx, v1img, c.Bundle, opts); err != nil {
 		return fmt.Errorf("unpacking %s: %w", img.name, err)
+	}
+	if sb.UserNS != nil {
+		if err := s.openBundle(sb.UserNS, sb.ID, c.Bundle); err != nil {
+			return err
+		}
 	}
 	sp, err := s.containerSpec(ctx, c.ID, sb, c.config, img.config, c.Image, c.Bundle, runtimeOOMScoreAdj())
 	if err != nil {

@@ -127,6 +127,17 @@ func (s *Server) containerSpec(ctx context.Context, id string, sb *sandboxRecord
 		spec.WithSeccomp(seccompType, seccompPath),
 		oci.WithAnnotations(annotations),
 	}
+	if u := sb.UserNS; u != nil {
+		// after the mounts it idmaps: the runtime's files for the pod
+		uids, gids := u.mappings()
+		var own []string
+		for _, m := range mounts {
+			if strings.HasPrefix(m.Source, s.node.PodDir(sb.ID)+"/") {
+				own = append(own, m.Destination)
+			}
+		}
+		list = append(list, spec.WithUserNamespace(sb.Namespaces["user"], uids, gids), spec.WithIDMappedMounts(own...))
+	}
 	if v := s.handler(sb.RuntimeHandler).SpecVersion; v != "" {
 		// the version the sandbox's runtime accepts (crun 1.8.1: up to 1.1)
 		list = append(list, spec.WithOCIVersion(v))

@@ -44,6 +44,9 @@ type sandboxRecord struct {
 	IPs []string `json:"ips,omitempty"`
 	// Network is the CNI network's name, when attached.
 	Network string `json:"network,omitempty"`
+	// UserNS is the sandbox's own user namespace (userns_options mode
+	// POD), pinned at Namespaces["user"]; nil: the host's.
+	UserNS *userNamespace `json:"userNamespace,omitempty"`
 
 	config *runtimeapi.PodSandboxConfig
 }

@@ -45,10 +45,8 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if p := cfg.GetLinux().GetCgroupParent(); p != "" && (!strings.HasPrefix(p, "/") || filepath.Clean(p) != p) {
 		return status.Errorf(codes.InvalidArgument, "cgroup_parent %q: must be a clean absolute cgroupfs path such as /kubepods/besteffort/pod<uid> (podlab's runc uses the cgroupfs driver)", p)
 	}
-	if u := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.Mode == runtimeapi.NamespaceMode_POD {
-		return status.Error(codes.Unimplemented, "user namespaces (hostUsers: false) are not in podlab's CRI runtime yet; the kubelet's in-process stages have them")
-	}
-	return nil
+	_, err := sandboxUserNamespace(cfg)
+	return err
 }
 
 // hostname is the pod's hostname: the config's, else its name.
@@ -70,6 +68,12 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err != nil {
 		return nil, err
 	}
+	userns, _ := sandboxUserNamespace(cfg) // validated above
+	if userns != nil {
+		if err := checkUserNamespaceSupport(h); err != nil {
+			return nil, status.Errorf(codes.Unknown, "failed to create sandbox for pod %q: %v", cfg.Metadata.Name, err)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := cfg.Metadata
@@ -80,11 +84,14 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	id := newID()
 	sb := &sandboxRecord{ID: id, State: stateCreating, CreatedAt: time.Now().UnixNano(),
 		RuntimeHandler: h.Name, config: cfg, Namespaces: map[string]string{},
-		CgroupParent: cfg.GetLinux().GetCgroupParent()}
+		CgroupParent: cfg.GetLinux().GetCgroupParent(), UserNS: userns}
 	if sb.CgroupParent == "" {
 		sb.CgroupParent = s.node.KubepodsCgroup()
 	}
 	kinds := sandboxKinds(cfg)
+	if userns != nil {
+		kinds = append([]string{"user"}, kinds...)
+	}
 	for _, k := range kinds {
 		sb.Namespaces[k] = s.node.NamespaceFile(k, id)
 	}
@@ -101,11 +108,21 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 		return nil, status.Errorf(codes.Unknown, "failed to create sandbox for pod %q: %v", m.Name, errors.Join(err, cerr))
 	}
-	if err := pinNamespaces(kinds, sb.Namespaces, hostname(cfg)); err != nil {
+	if userns != nil {
+		if err := s.openForUserns(userns); err != nil {
+			return fail(err)
+		}
+	}
+	if err := pinNamespaces(kinds, sb.Namespaces, hostname(cfg), userns); err != nil {
 		return fail(err)
 	}
 	if err := s.writePodFiles(sb); err != nil {
 		return fail(err)
+	}
+	if userns != nil {
+		if err := checkIDMappedMounts(s.node.PodDir(id), sb.Namespaces["user"]); err != nil {
+			return fail(err)
+		}
 	}
 	if netns, ok := sb.Namespaces["net"]; ok {
 		if s.network.Configured() {
