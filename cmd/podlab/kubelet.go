@@ -375,14 +375,9 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 	if err != nil {
 		return nil, err
 	}
-	handlers := runc.DefaultHandlers(bin)
-	var extra []runc.Handler
-	for _, s := range c.StringSlice("runtime-handler") {
-		h, err := runc.ParseHandler(s, handlers)
-		if err != nil {
-			return nil, fmt.Errorf("--runtime-handler: %w", err)
-		}
-		extra = append(extra, h)
+	handlers, err := runtimeHandlers(bin, c.StringSlice("runtime-handler"))
+	if err != nil {
+		return nil, err
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -398,7 +393,7 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		StateDir: dir,
 		Client:   client,
 		Runtime:  bin,
-		Handlers: runc.MergeHandlers(handlers, extra),
+		Handlers: handlers,
 		Shim:     []string{exe, "runc", "shim"},
 		Mirror:   mirror,
 		Insecure: c.Bool("insecure"),

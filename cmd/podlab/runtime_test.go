@@ -518,3 +518,32 @@ func TestRuntime_ResetStopsIt(t *testing.T) {
 		}
 	}
 }
+
+// podlab runtime takes the kubelet's --runtime-handler and a snapshotter,
+// and says which it serves with; bad values are refused before the socket.
+func TestRuntime_HandlersAndSnapshotter(t *testing.T) {
+	testenv.RequireRoot(t)
+	state := testenv.StateDir(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a handler without a path", []string{"--runtime-handler", "fast"}, "want NAME=PATH"},
+		{"an unknown snapshotter", []string{"--snapshotter", "zfs"}, "choose native"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := podlab(t, state, append([]string{"runtime", "--node", "node-3"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("podlab runtime %v: %v, want an error saying %q", tc.args, err, tc.want)
+			}
+		})
+	}
+	_, out := startComponent(t, state, "runtime", "--node", "node-1", "--runtime-handler", "fast=/bin/true", "--snapshotter", "native")
+	want := "fast=/bin/true; snapshotter native"
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), want); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the runtime's output:\n%s", want, out.String())
+		}
+	}
+}
