@@ -21,12 +21,14 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/testenv"
 	podregistry "github.com/podlab/podlab/steps/registry"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 // demoRegistry is an in-process registry holding the demo images of
@@ -489,6 +491,37 @@ func checkNoOrphans(t *testing.T, n statedir.Node) {
 	}
 	for _, m := range mounts {
 		named("the cgroup", m.Dir(n.KubepodsCgroup()), containers)
+	}
+	// The overlayfs snapshotter: every active snapshot (a container's
+	// upper directory, keyed <sandbox>/<container>) and every rootfs mount
+	// under the node belong to a recorded container.
+	if _, err := os.Stat(n.SnapshotsDir()); err == nil {
+		snaps, err := unpack.OpenSnapshots(n.SnapshotsDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := snaps.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sn := range all {
+			if sn.Kind != unpack.Active {
+				continue
+			}
+			_, ctr, _ := strings.Cut(sn.Name, "/")
+			if _, ok := containers[ctr]; !ok {
+				t.Errorf("the active snapshot %d (%s) has no container record", sn.ID, sn.Name)
+			}
+		}
+	}
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(n.BundlesDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mi := range infos {
+		if _, ok := containers[filepath.Base(filepath.Dir(mi.Mountpoint))]; !ok {
+			t.Errorf("the mount %s (%s) has no container record", mi.Mountpoint, mi.FSType)
+		}
 	}
 }
 
