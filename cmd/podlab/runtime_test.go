@@ -2,15 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,12 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/testenv"
-	podregistry "github.com/podlab/podlab/steps/registry"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/unpack"
@@ -34,20 +29,7 @@ import (
 // demoRegistry is an in-process registry holding the demo images of
 // /var/lib/podlab/demo-images (make images), as HOST/podlab/hello:1.0 and
 // HOST/library/nginx:latest.
-func demoRegistry(t *testing.T) string {
-	t.Helper()
-	dir := "/var/lib/podlab/demo-images"
-	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
-		testenv.Missing(t, "no demo images in %s: run `make images`", dir)
-	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
-	if _, err := podregistry.Load(context.Background(), host, dir); err != nil {
-		t.Fatal(err)
-	}
-	return host
-}
+func demoRegistry(t *testing.T) string { return testenv.DemoRegistry(t) }
 
 // crictl drives node-1's podlab runtime with the real crictl.
 type crictlRunner struct {

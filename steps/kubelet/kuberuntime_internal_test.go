@@ -3,16 +3,12 @@ package kubelet
 import (
 	"context"
 	"errors"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -20,7 +16,6 @@ import (
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet/criremote"
-	podregistry "github.com/podlab/podlab/steps/registry"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -58,20 +53,7 @@ func serveNodeRuntime(t *testing.T) (statedir.Node, *criRuntime) {
 }
 
 // demoHello is podlab/hello:1.0 in an in-process registry.
-func demoHello(t *testing.T) string {
-	t.Helper()
-	dir := "/var/lib/podlab/demo-images"
-	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
-		testenv.Missing(t, "no demo images in %s: run `make images`", dir)
-	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
-	if _, err := podregistry.Load(context.Background(), host, dir); err != nil {
-		t.Fatal(err)
-	}
-	return host + "/podlab/hello:1.0"
-}
+func demoHello(t *testing.T) string { return testenv.DemoRegistry(t) + "/podlab/hello:1.0" }
 
 // A pod's life through the kubelet's CRI side against a real runtime on
 // the node's socket: the sandbox from generatePodSandboxConfig, the image

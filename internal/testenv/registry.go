@@ -1,0 +1,47 @@
+package testenv
+
+import (
+	"context"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+
+	podregistry "github.com/podlab/podlab/steps/registry"
+)
+
+// DemoImagesDir is where `make images` put the demo images:
+// $PODLAB_DEMO_IMAGES, else /var/lib/podlab/demo-images.
+func DemoImagesDir(t testing.TB) string {
+	t.Helper()
+	for _, d := range []string{os.Getenv("PODLAB_DEMO_IMAGES"), "/var/lib/podlab/demo-images"} {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "index.json")); err == nil {
+			return d
+		}
+	}
+	Missing(t, "no demo images in /var/lib/podlab/demo-images: run `make images`")
+	return ""
+}
+
+// DemoRegistry is an in-process registry (ggcr's, closed when the test
+// ends) holding the demo images: it answers HOST/podlab/hello:1.0 and
+// HOST/library/nginx:latest. It returns HOST (127.0.0.1:PORT).
+func DemoRegistry(t testing.TB) string {
+	t.Helper()
+	dir := DemoImagesDir(t)
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if _, err := podregistry.Load(context.Background(), host, dir); err != nil {
+		t.Fatalf("loading the demo images into the test registry: %v", err)
+	}
+	return host
+}
