@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/internal/testenv/demoregistry"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/unpack"
@@ -29,7 +30,7 @@ import (
 // demoRegistry is an in-process registry holding the demo images of
 // /var/lib/podlab/demo-images (make images), as HOST/podlab/hello:1.0 and
 // HOST/library/nginx:latest.
-func demoRegistry(t *testing.T) string { return testenv.DemoRegistry(t) }
+func demoRegistry(t *testing.T) string { return demoregistry.Serve(t) }
 
 // crictl drives node-1's podlab runtime with the real crictl.
 type crictlRunner struct {

@@ -6,9 +6,13 @@
 // the same stages a learner runs by hand:
 //
 //	RunPodSandbox    pin the pod's net, ipc and uts namespaces (as CRI-O's
-//	                 pinns: no pause process), CNI ADD through steps/cni
+//	                 pinns: no pause process), inside a user namespace of
+//	                 userns_options' mappings for hostUsers: false
+//	                 (userns.go), CNI ADD through steps/cni; the
+//	                 runtime_handler picks runc, runsc or crun (handlers.go)
 //	PullImage        steps/pull into the node's content store
-//	CreateContainer  steps/unpack into a bundle, the OCI spec from the
+//	CreateContainer  steps/unpack into a bundle through the node's
+//	                 snapshotter (rootfs.go), the OCI spec from the
 //	                 ContainerConfig (steps/spec and its options), then a
 //	                 shim runs `runc create` (steps/runc)
 //	StartContainer   `runc start`

@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/internal/testenv/demoregistry"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 
 // labRegistry is an in-process registry (ggcr's) holding the demo images:
 // it answers host/podlab/hello:1.0 and host/library/nginx:latest.
-func labRegistry(t testing.TB) string { return testenv.DemoRegistry(t) }
+func labRegistry(t testing.TB) string { return demoregistry.Serve(t) }
 
 // node is a runtime serving on its socket, and CRI clients of it over
 // the socket.

@@ -35,7 +35,11 @@
 // each call narrated with its request and response, and the node's own
 // runtime, podlab runtime --node NAME, started as a process of its own
 // when nothing answers on <node>/cri.sock); the sync loop moves onto it
-// next.
+// next. What it will call is in place too, in kuberuntime's terms
+// (kuberuntime.go: createPodSandbox, ensureImageExists, startContainer,
+// podStatus by the pod's labels, killPod, removePod), with the configs the
+// real kubelet sends (sandboxconfig.go's generatePodSandboxConfig,
+// containerconfig.go's generateContainerConfig).
 //
 // # One directory per node
 //

@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/internal/testenv/demoregistry"
 	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/statedir"
@@ -53,7 +54,7 @@ func serveNodeRuntime(t *testing.T) (statedir.Node, *criRuntime) {
 }
 
 // demoHello is podlab/hello:1.0 in an in-process registry.
-func demoHello(t *testing.T) string { return testenv.DemoRegistry(t) + "/podlab/hello:1.0" }
+func demoHello(t *testing.T) string { return demoregistry.Serve(t) + "/podlab/hello:1.0" }
 
 // A pod's life through the kubelet's CRI side against a real runtime on
 // the node's socket: the sandbox from generatePodSandboxConfig, the image

@@ -1,4 +1,7 @@
-package testenv
+// Package demoregistry serves the demo images (make images) from an
+// in-process registry, for tests. It is apart from testenv because it
+// imports steps/registry, whose own dependencies' tests use testenv.
+package demoregistry
 
 import (
 	"context"
@@ -12,12 +15,13 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/podlab/podlab/internal/testenv"
 	podregistry "github.com/podlab/podlab/steps/registry"
 )
 
-// DemoImagesDir is where `make images` put the demo images:
+// ImagesDir is where `make images` put the demo images:
 // $PODLAB_DEMO_IMAGES, else /var/lib/podlab/demo-images.
-func DemoImagesDir(t testing.TB) string {
+func ImagesDir(t testing.TB) string {
 	t.Helper()
 	for _, d := range []string{os.Getenv("PODLAB_DEMO_IMAGES"), "/var/lib/podlab/demo-images"} {
 		if d == "" {
@@ -27,16 +31,16 @@ func DemoImagesDir(t testing.TB) string {
 			return d
 		}
 	}
-	Missing(t, "no demo images in /var/lib/podlab/demo-images: run `make images`")
+	testenv.Missing(t, "no demo images in /var/lib/podlab/demo-images: run `make images`")
 	return ""
 }
 
-// DemoRegistry is an in-process registry (ggcr's, closed when the test
+// Serve is an in-process registry (ggcr's, closed when the test
 // ends) holding the demo images: it answers HOST/podlab/hello:1.0 and
 // HOST/library/nginx:latest. It returns HOST (127.0.0.1:PORT).
-func DemoRegistry(t testing.TB) string {
+func Serve(t testing.TB) string {
 	t.Helper()
-	dir := DemoImagesDir(t)
+	dir := ImagesDir(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
