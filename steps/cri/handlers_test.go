@@ -145,3 +145,26 @@ func TestServer_ContainerSpec_HandlerVersion(t *testing.T) {
 		})
 	}
 }
+
+// A sandbox made with no runtime_handler reports none, as containerd does
+// (crictl pods shows "(default)"), and runs with runc's runtime.
+func TestServer_RunPodSandbox_DefaultHandler(t *testing.T) {
+	ctx := context.Background()
+	n := startNode(t, testenv.StateDir(t))
+	defer n.cleanupSandboxes(t)
+	sb, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := n.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.PodSandboxId})
+	if err != nil || ps.Status.RuntimeHandler != "" {
+		t.Fatalf("PodSandboxStatus: %v %v, want runtime_handler empty", ps, err)
+	}
+	l, err := n.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil || len(l.Items) != 1 || l.Items[0].RuntimeHandler != "" {
+		t.Fatalf("ListPodSandbox: %v %v, want one sandbox with runtime_handler empty", l, err)
+	}
+	if rt := n.srv.rtOf(&containerRecord{SandboxID: sb.PodSandboxId}); rt != n.srv.runtimes[runc.DefaultHandler] {
+		t.Fatalf("a container of the default sandbox gets %+v, want runc's runtime", rt)
+	}
+}

@@ -64,6 +64,8 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := validateSandboxConfig(cfg); err != nil {
 		return nil, err
 	}
+	// The record keeps the handler as asked ("" for the default, as
+	// containerd reports it: crictl pods shows "(default)").
 	h, _, err := s.sandboxRuntime(req.RuntimeHandler)
 	if err != nil {
 		return nil, err
@@ -83,7 +85,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	}
 	id := newID()
 	sb := &sandboxRecord{ID: id, State: stateCreating, CreatedAt: time.Now().UnixNano(),
-		RuntimeHandler: h.Name, config: cfg, Namespaces: map[string]string{},
+		RuntimeHandler: req.RuntimeHandler, config: cfg, Namespaces: map[string]string{},
 		CgroupParent: cfg.GetLinux().GetCgroupParent(), UserNS: userns}
 	if sb.CgroupParent == "" {
 		sb.CgroupParent = s.node.KubepodsCgroup()
