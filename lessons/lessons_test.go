@@ -342,11 +342,14 @@ func buildPodlab(t *testing.T, dir, runcBin string) string {
 		testenv.Missing(t, "go is not on PATH: the lessons' test builds podlab")
 	}
 	out := filepath.Join(dir, "podlab")
-	cmd := exec.Command(goBin, "build", "-tags", "urfave_cli_no_docs", "-o", out, "./cmd/podlab")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/podlab: %v\n%s", err, b)
+	// and podlab-runc beside it, the shim podlab starts for each container
+	for _, pkg := range []string{"./cmd/podlab", "./cmd/podlab-runc"} {
+		cmd := exec.Command(goBin, "build", "-tags", "urfave_cli_no_docs", "-o", filepath.Join(dir, filepath.Base(pkg)), pkg)
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
 	}
 	if err := os.Symlink(runcBin, filepath.Join(dir, "runc")); err != nil {
 		t.Fatal(err)

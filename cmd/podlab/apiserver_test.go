@@ -55,8 +55,8 @@ func TestTheGate(t *testing.T) {
 	for _, want := range []string{
 		`authentication        token file: bearer token -> user "admin"`,
 		`authorization         RBAC: allowed by ClusterRoleBinding "cluster-admin"`,
+		"defaulting            defaults: set spec.",
 		`mutating admission    NamespaceLifecycle: namespace "default" is Active`,
-		"mutating admission    defaults: set spec.",
 		"mutating admission    RuntimeClass: nothing to do",
 		"validation            the object is valid",
 		"validating admission  PodSecurity",

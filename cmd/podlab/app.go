@@ -3,19 +3,20 @@ package main
 import (
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/internal/cliargs"
 	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // Run builds the podlab application and runs it with args. It never exits the
 // process: main does, with the error Run returns.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	app := newApp(stdin, stdout, stderr)
+	kubectlUsage(app)
 	return app.Run(cliargs.FlagsFirst(app, args))
 }
 
@@ -36,6 +37,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
   get, describe    read them back (step 2); get -w watches every change
   store            the raw store: keys, revisions, watch (etcd's role)
   auth can-i       ask RBAC what a user may do
+  webhook serve    an admission webhook server the API server's gate calls
   node add         add a node with declared capacity
   scheduler        binds pending pods to nodes: filter, score, bind (steps 4-5)
   controller-manager  Deployments to ReplicaSets to Pods, and garbage collection
@@ -93,6 +95,7 @@ Kubernetes terms and where its artifacts are, so you can open them:
 			deleteCommand,
 			nodeCommand,
 			authCommand,
+			newWebhookCommand(),
 			storeCommand,
 			schedulerCommand,
 			controllerManagerCommand,
@@ -117,20 +120,9 @@ Kubernetes terms and where its artifacts are, so you can open them:
 	}
 }
 
-// defaultStateDir is /var/lib/podlab for root, as a kubelet's /var/lib/kubelet,
-// and $XDG_DATA_HOME/podlab (or ~/.local/share/podlab) for everyone else.
-func defaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/podlab"
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "podlab")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "share", "podlab")
-	}
-	return filepath.Join(os.TempDir(), "podlab")
-}
+// defaultStateDir is /var/lib/podlab for root, else under $XDG_DATA_HOME
+// or ~/.local/share (statedir.Default, shared with podlab-runc).
+func defaultStateDir() string { return statedir.Default() }
 
 // stateDir is the global --state-dir, made absolute so that every path podlab
 // prints can be opened from anywhere.

@@ -6,6 +6,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/podlab/podlab/steps/kubectl"
 )
 
 var authCommand = &cli.Command{
@@ -61,6 +63,9 @@ the namespace.
 				return fmt.Errorf("podlab auth can-i needs a verb and a resource: podlab auth can-i create pods [--as USER]")
 			}
 			verb, resource := c.Args().Get(0), c.Args().Get(1)
+			for _, warning := range kubectl.CanIWarnings(verb, strings.HasPrefix(resource, "/")) {
+				fmt.Fprintf(c.App.ErrWriter, "Warning: %s\n", warning)
+			}
 			resource, sub, _ := strings.Cut(resource, "/")
 			u, d, err := s.client.Access(c.Context, verb, resource, sub, namespaceOf(c), c.Args().Get(2))
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/kubectl"
 )
 
 var deleteCommand = &cli.Command{
@@ -30,7 +31,7 @@ may not be deleted.`,
 	Flags: []cli.Flag{
 		namespaceFlag(),
 		&cli.BoolFlag{Name: "force", Usage: "remove at once, without waiting for the kubelet"},
-		&cli.Int64Flag{Name: "grace-period", Value: -1, Usage: "seconds the kubelet gives the containers to stop (default: the pod's own)"},
+		&cli.Int64Flag{Name: "grace-period", Value: -1, DefaultText: "the pod's own", Usage: "seconds the kubelet gives the containers to stop"},
 	},
 	Action: func(c *cli.Context) error {
 		if c.NArg() < 1 {
@@ -59,14 +60,15 @@ may not be deleted.`,
 			if err != nil {
 				return err
 			}
+			// kubectl's line; --force means a grace period of 0, unless one is given
+			fmt.Fprintln(w, kubectl.DeletedLine(res.Kind, res.Group, namespaceOf(c), res.Namespaced, name, c.Bool("force") && c.Int64("grace-period") <= 0))
 			switch o := obj.(type) {
 			case nil:
-				fmt.Fprintf(w, "%s/%s deleted\n", res.Singular, name)
 			case *corev1.Pod:
-				fmt.Fprintf(w, "%s/%s deleted: it is Terminating until the kubelet of node %q stops its containers (by %s)\n",
-					res.Singular, name, o.Spec.NodeName, o.DeletionTimestamp.UTC().Format("15:04:05"))
+				fmt.Fprintf(w, "  it is Terminating until the kubelet of node %q stops its containers (by %s)\n",
+					o.Spec.NodeName, o.DeletionTimestamp.UTC().Format("15:04:05"))
 			default:
-				fmt.Fprintf(w, "%s/%s deleted: it is Terminating until what is in it is gone\n", res.Singular, name)
+				fmt.Fprintln(w, "  it is Terminating until what is in it is gone")
 			}
 		}
 		return nil

@@ -13,8 +13,10 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
+	"github.com/podlab/podlab/steps/containerd"
 	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/pki"
+	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/store"
 )
@@ -75,6 +77,11 @@ loopback identity: the namespaces default, kube-system, kube-public and
 kube-node-lease, and the default RBAC policy (ClusterRoles cluster-admin,
 admin, edit, view and the components' roles, and their bindings).
 
+It names the lab registry (podlab registry serve, http://127.0.0.1:5001) as
+the mirror of docker.io and registry.k8s.io in certs.d/<host>/hosts.toml, as
+containerd's config_path, unless those files are there already: podlab pull
+and podlab containerd read them.
+
 It also chooses the lab network, once, and records it in lab/network.json:
 the network nodes are on when they join as machines of their own (podlab
 node join), a private /24 of 172.16.0.0/12 derived from the state directory
@@ -123,10 +130,37 @@ developer, or --token TOKEN.`,
 				return fmt.Errorf("making the cluster's PKI: %w", err)
 			}
 			printPKI(c.App.Writer, pr)
+			if err := initMirrors(c.App.Writer, l); err != nil {
+				return err
+			}
 			fmt.Fprintln(c.App.Writer, "\nNext: podlab run web --image nginx (lessons/02-apiserver.md)")
 			return nil
 		},
 	}
+}
+
+// defaultMirror is where `podlab registry serve` listens unless --addr
+// says otherwise.
+const defaultMirror = "http://127.0.0.1:5001"
+
+// initMirrors names the lab registry at its default address as the mirror
+// of docker.io and registry.k8s.io (certs.d/<host>/hosts.toml), unless a
+// hosts.toml is there already: `podlab registry serve` rewrites them with
+// the address it really listens on, and init must not undo that.
+func initMirrors(w io.Writer, l statedir.Layout) error {
+	if pathExists(pull.HostsFile(l.CertsDir(), "docker.io")) {
+		return nil
+	}
+	hosts, err := containerd.WriteHosts(l.CertsDir(), defaultMirror)
+	if err != nil {
+		return fmt.Errorf("naming the lab registry as the registries' mirror: %w", err)
+	}
+	fmt.Fprintf(w, "\nRegistry mirrors (containerd's config_path; podlab pull reads them): the lab registry,\n")
+	fmt.Fprintf(w, "%s (podlab registry serve), before Docker Hub and registry.k8s.io:\n", defaultMirror)
+	for _, h := range hosts {
+		fmt.Fprintf(w, "  %s\n", h)
+	}
+	return nil
 }
 
 // labNodes are the nodes the lab knows: the kubelets of the token file

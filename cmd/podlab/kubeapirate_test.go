@@ -90,7 +90,7 @@ func TestComponents_KubeAPIRate_BadInput(t *testing.T) {
 	}{
 		{"a negative burst", schedulerApp, []string{"scheduler", "--once", "--kube-api-burst", "-1"}, "--kube-api-burst -1: a burst is a number of requests, 0 or more"},
 		{"a rate with no burst", controllerManagerApp, []string{"controller-manager", "--once", "--kube-api-qps", "10", "--kube-api-burst", "0"}, "give a burst of at least 1 (or --kube-api-qps -1 for no limit)"},
-		{"a rate that is not a number", schedulerApp, []string{"scheduler", "--once", "--kube-api-qps", "fast"}, `invalid value "fast" for flag -kube-api-qps`},
+		{"a rate that is not a number", schedulerApp, []string{"scheduler", "--once", "--kube-api-qps", "fast"}, `invalid argument "fast" for "--kube-api-qps" flag`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := tc.run(t, state, tc.args...)

@@ -394,7 +394,7 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		Client:   client,
 		Runtime:  bin,
 		Handlers: handlers,
-		Shim:     []string{exe, "runc", "shim"},
+		Shim:     runc.ShimCommand(exe),
 		Mirror:   mirror,
 		Insecure: c.Bool("insecure"),
 		// Only the kubelet command has the flag; the stage commands

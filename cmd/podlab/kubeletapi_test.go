@@ -122,6 +122,19 @@ func TestKubectl_LogsAndExecThroughTheKubelet(t *testing.T) {
 		})
 	}
 
+	// podlab logs --timestamps prints what kubectl logs --timestamps does:
+	// TIME TEXT, without the CRI log's stream and tag
+	t.Run("podlab logs --timestamps as kubectl's", func(t *testing.T) {
+		want := admin("logs", "web", "--timestamps")
+		got := mustPodlab(t, state, "logs", "web", "--timestamps")
+		if got != want {
+			t.Errorf("podlab logs --timestamps:\n%s\nkubectl logs --timestamps:\n%s", got, want)
+		}
+		if strings.Contains(got, " stdout F ") {
+			t.Errorf("podlab logs --timestamps prints the CRI stream and tag:\n%s", got)
+		}
+	})
+
 	t.Run("logs -f follows a line written later", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()

@@ -27,8 +27,12 @@ line to that file in the CRI log format:
   2026-12-02T10:00:00.000000000Z stdout F Hello from podlab/hello!
 
 (the time, the stream, F for a full line or P for part of a longer one, and
-the text). kubectl logs prints only the text; --timestamps prints the lines
-as stored.
+the text). kubectl logs prints only the text; --timestamps puts the time
+before it, as the kubelet's ReadLogs does (not the stream nor the tag):
+
+  2026-12-02T10:00:00.000000000Z Hello from podlab/hello!
+
+To see the lines as stored, read the file.
 
 podlab logs reads the pod through the API server, finds its node, and reads
 the container's log straight from that node's directory:
@@ -44,7 +48,7 @@ Examples:
 		&cli.StringFlag{Name: "container", Aliases: []string{"c"}, Usage: "the container (default: the pod's first)"},
 		&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing until the container exits"},
 		&cli.BoolFlag{Name: "previous", Aliases: []string{"p"}, Usage: "the log of the container's previous run"},
-		&cli.BoolFlag{Name: "timestamps", Usage: "print each CRI log line as stored, with its time and stream"},
+		&cli.BoolFlag{Name: "timestamps", Usage: "start each line with the time it was written (RFC 3339), as kubectl logs --timestamps"},
 		namespaceFlag(),
 	},
 	Action: func(c *cli.Context) error {
@@ -76,7 +80,7 @@ Examples:
 		defer stop()
 		_, err = kubelet.Logs(ctx, dir, pod, c.App.Writer, kubelet.LogsOptions{
 			Container: c.String("container"), Previous: c.Bool("previous"),
-			Follow: c.Bool("follow"), Timestamps: c.Bool("timestamps"),
+			Follow: c.Bool("follow"), TimestampPrefix: c.Bool("timestamps"),
 		})
 		return err
 	},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/podlab/podlab/steps/kubelet"
 
+	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -46,8 +48,10 @@ the runtime downloads it. podlab pull does what the runtime does:
 
 5. Download what is missing into the CONTENT STORE, a few layers at a time.
    Here it is one OCI image layout, <state-dir>/content (oci-layout,
-   index.json, blobs/sha256/<hex>), shared by every pod, as containerd's
-   content store is shared by every container on a node. Every blob goes to
+   index.json, blobs/sha256/<hex>): the by-hand stages' own store, shared by
+   every bundle you unpack from it, as containerd's content store is shared
+   by every container on a node (each node's runtime has its own, in
+   <state-dir>/nodes/NAME/content). Every blob goes to
    a temporary file in content/ingest/, its size and sha256 are checked
    against the digest, and only then is it renamed into blobs/: a blob that
    does not match is refused and the store stays as it was. Blobs already
@@ -65,13 +69,24 @@ index over 4 MiB (containerd's limit) and an image config over 4 MiB
 size and the limit. Digests may be sha256 or sha512 (blobs/sha512/<hex>),
 as the OCI image spec allows.
 
---registry-mirror (or $PODLAB_REGISTRY_MIRROR) sends docker.io references to
-a mirror, as a containerd hosts.toml "[host."http://mirror"]" entry does: the
-repository path stays (library/nginx) and the image keeps its docker.io name.
-containerd would fall back to Docker Hub when the mirror fails; podlab does
-not. An http:// mirror, or --insecure, allows plain HTTP.
+MIRRORS. A runtime finds a registry's mirrors as containerd does, in its
+registry hosts directory (containerd's config_path, /etc/containerd/certs.d;
+here <state-dir>/certs.d): <certs.d>/docker.io/hosts.toml names the hosts to
+ask for docker.io images, each [host."URL"] a mirror, asked in order, then
+"server", the registry itself. podlab reads the file with containerd's own
+parser (core/remotes/docker/config), asks each host in turn, and adds
+?ns=docker.io to each request to a mirror, so one mirror can stand in for
+several registries. The image keeps its docker.io name. podlab registry
+serve writes these files naming itself (podlab init writes the default
+address, http://127.0.0.1:5001, when none is there): "podlab pull nginx"
+then comes through the lab registry. Read one: cat <state-dir>/certs.d/docker.io/hosts.toml
+
+--registry-mirror (or $PODLAB_REGISTRY_MIRROR) wins over the files: it sends
+docker.io references to that mirror only, with no fall-back. An http://
+mirror, or --insecure, allows plain HTTP.
 
 Examples:
+  podlab pull nginx
   podlab pull nginx --registry-mirror http://127.0.0.1:5001
   podlab pull 127.0.0.1:5001/podlab/hello:1.0 --platform linux/arm64
   podlab pull 127.0.0.1:5001/podlab/hello@sha256:<digest>`,
@@ -83,7 +98,7 @@ Examples:
 		},
 		&cli.StringFlag{
 			Name:    "registry-mirror",
-			Usage:   "registry URL to pull docker.io images from (e.g. http://127.0.0.1:5001)",
+			Usage:   "registry URL to pull docker.io images from (e.g. http://127.0.0.1:5001), instead of the mirrors certs.d/docker.io/hosts.toml names",
 			EnvVars: []string{pull.MirrorEnv},
 		},
 		&cli.BoolFlag{
@@ -107,7 +122,9 @@ Examples:
 		if err != nil {
 			return err
 		}
+		hostsDir := statedir.Layout{Dir: dir}.CertsDir()
 		opts := pull.Options{
+			HostsDir: hostsDir,
 			Mirror:   c.String("registry-mirror"),
 			Insecure: c.Bool("insecure"),
 			Progress: c.App.ErrWriter,
@@ -116,11 +133,13 @@ Examples:
 		if c.IsSet("platform") {
 			opts.Platform = c.String("platform")
 		}
-		res, err := pull.Pull(c.Context, store, c.Args().First(), opts)
+		typed := c.Args().First()
+		res, err := pull.Pull(c.Context, store, typed, opts)
 		if err != nil {
-			return err
+			return pullHint(err, typed, hostsDir, opts.Mirror)
 		}
-		printPullResult(c.App.Writer, c.Args().First(), dir, res)
+		recordLast(c, func(r *last.Record) { r.Pulled = typed })
+		printPullResult(c.App.Writer, typed, dir, res)
 		return nil
 	},
 }
@@ -132,6 +151,9 @@ func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
 		src += fmt.Sprintf("  (mirror %s for docker.io)", res.Mirror)
 	}
 	fmt.Fprintf(w, "  registry   %s\n", src)
+	if res.HostsFile != "" {
+		fmt.Fprintf(w, "  mirrors    as %s names them\n", res.HostsFile)
+	}
 	if res.Index != nil {
 		fmt.Fprintf(w, "  resolved   %s (%s)\n", res.Index.Digest, res.Index.MediaType)
 		fmt.Fprintf(w, "  platform   %s\n", res.Index)
@@ -161,7 +183,7 @@ func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
 		fmt.Fprintf(w, "  downloaded %s; every blob's size and sha256 matched its digest\n", pull.HumanSize(res.Downloaded))
 	}
 
-	fmt.Fprintf(w, "\nContent store (one OCI image layout shared by every pod): %s\n", res.StoreDir)
+	fmt.Fprintf(w, "\nContent store (one OCI image layout, the by-hand stages' own; each node's runtime has its own): %s\n", res.StoreDir)
 	fmt.Fprintf(w, "  %s  names the image %q\n", res.IndexPath, res.Reference)
 	for _, b := range append([]pull.Blob{res.Manifest, res.Config}, res.Layers...) {
 		fmt.Fprintf(w, "  %s  %s\n", b.Path, b.Kind)
@@ -169,7 +191,29 @@ func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
 
 	fmt.Fprintf(w, "\nKubernetes: the kubelet would record the event (reason Pulled):\n")
 	fmt.Fprintf(w, "  Successfully pulled image %q in %s. Image size: %d bytes.\n", typed, res.Duration.Round(time.Millisecond), size)
-	fmt.Fprintf(w, "\nNext: podlab unpack %s --bundle %s\n", typed, defaultBundle(stateDir, res.Reference))
+	fmt.Fprintf(w, "\nNext: podlab unpack   (or in full: podlab unpack %s --bundle %s)\n", typed, defaultBundle(stateDir, res.Reference))
+}
+
+// pullHint adds what to do to a pull that reached no registry: start the
+// lab registry, which the registry hosts file names as the mirror.
+func pullHint(err error, typed, hostsDir, mirror string) error {
+	if !errors.Is(err, pull.ErrRegistryUnreachable) {
+		return err
+	}
+	r, perr := pull.ParseReference(typed)
+	if perr != nil || mirror != "" {
+		return fmt.Errorf("%w\n  is the mirror running? Start the lab registry in a terminal of its own: podlab registry serve", err)
+	}
+	file := pull.HostsFile(hostsDir, r.Registry)
+	if !pathExists(file) {
+		if !r.IsDockerHub() && r.Registry != "registry.k8s.io" {
+			return err
+		}
+		return fmt.Errorf("%w\n  no mirror is configured for %s: %s does not exist.\n"+
+			"  Start the lab registry, which writes it naming itself: podlab registry serve\n"+
+			"  (or run podlab init, or give --registry-mirror http://127.0.0.1:5001)", err, r.Registry, file)
+	}
+	return fmt.Errorf("%w\n  Start the lab registry, the mirror %s names, in a terminal of its own: podlab registry serve", err, file)
 }
 
 // defaultBundle is where podlab suggests, and unpack defaults, a bundle for

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/steps/containerd"
 	"github.com/podlab/podlab/steps/registry"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 var registryCommand = &cli.Command{
@@ -57,11 +60,19 @@ GET /v2/ is the probe clients wait on, so once it answers 200 every tag is
 there. Then it logs every request it answers, one line each (--debug also
 logs the pushes of the start).
 
+Once ready it names itself the mirror of docker.io and registry.k8s.io, as
+containerd's registry hosts directory (config_path) does: it writes
+<state-dir>/certs.d/docker.io/hosts.toml and certs.d/registry.k8s.io/hosts.toml
+("server" the upstream, [host."http://ADDR"] the mirror, asked first). podlab
+pull reads them with containerd's own parser, so "podlab pull nginx" comes
+here, and so does a containerd whose config_path is <state-dir>/certs.d.
+
 Examples:
   make images
   podlab registry serve
-  podlab pull nginx --registry-mirror http://127.0.0.1:5001
+  podlab pull nginx
   podlab pull 127.0.0.1:5001/podlab/hello:1.0
+  cat $PODLAB_STATE_DIR/certs.d/docker.io/hosts.toml
   curl http://127.0.0.1:5001/v2/_catalog`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{
@@ -98,8 +109,11 @@ Examples:
 		defer stop()
 		w := c.App.Writer
 		opts := registry.Options{BlobDir: registry.BlobDir(dir), Log: w, LogLoads: c.Bool("debug")}
+		certs := statedir.Layout{Dir: dir}.CertsDir()
 		err = registry.Run(ctx, ln, images, opts, func(loaded []registry.Loaded) {
-			printRegistryReady(w, ln.Addr().String(), opts.BlobDir, images, loaded)
+			mirror := mirrorURL(ln.Addr())
+			hosts, herr := containerd.WriteHosts(certs, mirror)
+			printRegistryReady(w, ln.Addr().String(), opts.BlobDir, images, loaded, hosts, herr)
 		})
 		if err != nil {
 			return err
@@ -109,7 +123,20 @@ Examples:
 	},
 }
 
-func printRegistryReady(w io.Writer, addr, blobDir, images string, loaded []registry.Loaded) {
+// mirrorURL is the URL clients on this machine reach the registry at:
+// http://<addr>, with 127.0.0.1 for an address on every interface.
+func mirrorURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func printRegistryReady(w io.Writer, addr, blobDir, images string, loaded []registry.Loaded, hosts []string, hostsErr error) {
 	fmt.Fprintf(w, "Registry listening on http://%s (the OCI distribution API, under /v2/)\n", addr)
 	fmt.Fprintf(w, "  blobs      %s/sha256/<hex>  (on disk)\n", blobDir)
 	fmt.Fprintf(w, "  manifests  in memory, loaded from the OCI layout %s\n", images)
@@ -123,11 +150,20 @@ func printRegistryReady(w io.Writer, addr, blobDir, images string, loaded []regi
 		fmt.Fprintf(w, "  %-22s %s  (%s)\n", l.Ref, l.Digest, sent)
 		fmt.Fprintf(w, "  %-22s GET http://%s/v2/%s/manifests/%s\n", "", addr, repo, tag)
 	}
+	if hostsErr != nil {
+		fmt.Fprintf(w, "\nwarning: %v (podlab pull needs --registry-mirror http://%s)\n", hostsErr, addr)
+	} else {
+		fmt.Fprintln(w, "\nThe mirror of docker.io and registry.k8s.io, as containerd's config_path reads it")
+		fmt.Fprintln(w, "(podlab pull and podlab containerd read these files):")
+		for _, h := range hosts {
+			fmt.Fprintf(w, "  %s\n", h)
+		}
+	}
 	fmt.Fprintln(w, "\nPull through it, from another terminal:")
 	for _, l := range loaded {
 		if repo, ok := strings.CutPrefix(l.Ref, "library/"); ok {
 			short := strings.TrimSuffix(repo, ":latest")
-			fmt.Fprintf(w, "  podlab pull %s --registry-mirror http://%s   # docker.io/%s, through the mirror\n", short, addr, l.Ref)
+			fmt.Fprintf(w, "  podlab pull %-26s # docker.io/%s, through the mirror hosts.toml names\n", short, l.Ref)
 		} else {
 			fmt.Fprintf(w, "  podlab pull %s/%s\n", addr, l.Ref)
 		}

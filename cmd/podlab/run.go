@@ -20,11 +20,15 @@ var runCommand = &cli.Command{
      it is unknown, before anything else happens)
   2. authorizes it: may this user create pods in this namespace? (RBAC;
      a 403 if not)
-  3. admits it: mutating admission plugins change the pod (the namespace
-     must exist and not be terminating; defaults such as restartPolicy and
-     imagePullPolicy; LimitRange defaults), the pod's fields are validated,
-     then validating plugins accept or reject it (PodSecurity, from the
-     namespace's pod-security.kubernetes.io/enforce label; ResourceQuota)
+  3. defaults and admits it: the API's defaults (restartPolicy,
+     dnsPolicy, imagePullPolicy...) are set while the request is decoded,
+     before admission; then mutating admission plugins change the pod
+     (the namespace must exist and not be terminating; ServiceAccount,
+     DefaultTolerationSeconds, LimitRanger's defaults, Priority,
+     RuntimeClass; mutating webhooks), the pod's fields are validated, then
+     validating plugins accept or reject it (PodSecurity, from the
+     namespace's pod-security.kubernetes.io/enforce label; ResourceQuota;
+     validating webhooks)
   4. stores it in etcd, at a new revision: the pod's resourceVersion
 
 and answers. That is all: the pod is Pending, with no node, and nothing

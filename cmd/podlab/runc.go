@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/podlab/podlab/steps/kubelet"
 
+	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -77,8 +79,15 @@ config.json up to spec 1.1 and refuses hosts with hybrid cgroups). Each
 keeps its state under its own --root, <state-dir>/runtimes/<name>: give the
 same --runtime to state, kill and delete as to create.
 
-Example:
-  podlab runc create web --bundle /var/lib/podlab/bundles/web
+Example (each takes what the one before made; see lessons 06-09):
+  podlab pull nginx
+  podlab unpack
+  podlab spec
+  podlab runc create
+  podlab runc start
+
+or in full:
+  podlab runc create web --bundle $PODLAB_STATE_DIR/bundles/web
   podlab runc state web
   podlab runc start web
   podlab runc logs web -f
@@ -113,29 +122,38 @@ var bundleFlag = &cli.StringFlag{
 var runcCreateCommand = &cli.Command{
 	Name:      "create",
 	Usage:     "set a container up and stop before the app runs (CRI CreateContainer)",
-	ArgsUsage: "ID --bundle DIR",
+	ArgsUsage: "[ID] [--bundle DIR]",
 	Description: `runc create reads the bundle's config.json and builds the container: new
 namespaces, the cgroups with their limits, the mounts and the pivot into
 rootfs/, the capabilities and rlimits. What is left is "runc init", the
 container's pid 1, blocked on <root>/<ID>/exec.fifo: nothing of the app has
 run yet. A podlab shim starts runc create with the container's stdout and
 stderr on pipes and stays to collect the log and the exit code.
-Next: podlab runc start ID.`,
+
+Without ID and --bundle it creates the bundle whose spec was written last
+(podlab spec), named after the bundle (nginx for bundles/nginx), and says so;
+with ID alone, the bundle <state-dir>/bundles/ID.
+Next: podlab runc start (the container created last) or podlab runc start ID.`,
 	Flags: []cli.Flag{podFlag(), namespaceFlag(), containerFlag(), bundleFlag},
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {
 			return runPodStage(c, kubelet.StageCreate)
 		}
-		r, id, err := runcSetup(c)
+		r, err := runcRuntime(c, c.String("runtime")) // the runtime is checked before the bundle
 		if err != nil {
 			return err
 		}
-		cr, err := r.Create(c.Context, id, c.String("bundle"))
+		id, bundle, err := createTarget(c, c.App.Writer)
 		if err != nil {
 			return err
 		}
+		cr, err := r.Create(c.Context, id, bundle)
+		if err != nil {
+			return err
+		}
+		recordCreated(c, id)
 		printCreated(c.App.Writer, cr)
-		fmt.Fprintf(c.App.Writer, "Next: podlab runc start %s\n", id)
+		fmt.Fprintf(c.App.Writer, "Next: podlab runc start   (or: podlab runc start %s)\n", id)
 		return nil
 	},
 }
@@ -143,10 +161,16 @@ Next: podlab runc start ID.`,
 var runcStartCommand = &cli.Command{
 	Name:      "start",
 	Usage:     "run the app of a created container (CRI StartContainer)",
-	ArgsUsage: "ID",
+	ArgsUsage: "[ID]",
 	Description: `runc start opens the created container's exec fifo; runc init, waiting on it,
 execs the app from config.json's process.args. The app is pid 1 in its own
-pid namespace. Its output goes to the log the shim writes.`,
+pid namespace. Its output goes to the log the shim writes.
+
+Without ID it starts the container created last (podlab runc create), and
+says so. runc start only starts a created container: with none created, it
+says so and how to create one (podlab runc create, or podlab runc run -d to
+create and start at once). state, ps, kill, delete and logs without ID act
+on the container created last too.`,
 	Flags: []cli.Flag{podFlag(), namespaceFlag(), containerFlag()},
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {
@@ -157,6 +181,9 @@ pid namespace. Its output goes to the log the shim writes.`,
 			return err
 		}
 		st, err := r.Start(c.Context, id)
+		if err != nil && c.Args().First() == "" {
+			return fmt.Errorf("%w\n  %s, the container created last, may be gone (deleted?): create it again: podlab runc create", err, id)
+		}
 		if err != nil {
 			return err
 		}
@@ -165,10 +192,16 @@ pid namespace. Its output goes to the log the shim writes.`,
 	},
 }
 
+// recordCreated remembers id as the container created last, with the
+// runtime that made it.
+func recordCreated(c *cli.Context, id string) {
+	recordLast(c, func(r *last.Record) { r.Created, r.Runtime = id, c.String("runtime") })
+}
+
 var runcRunCommand = &cli.Command{
 	Name:      "run",
 	Usage:     "create and start a container; in the foreground, exit with its exit code",
-	ArgsUsage: "ID --bundle DIR [--detach]",
+	ArgsUsage: "[ID] [--bundle DIR] [--detach]",
 	Description: `In the foreground, runc run creates and starts the container with your
 terminal as its stdin, waits for it, and then deletes it, as runc run does:
 runc forgets it and podlab removes the empty cgroups runc leaves, so the same
@@ -185,22 +218,35 @@ from podlab go to stderr; stdout is the container's.
 knows it, its cgroups stay, and the ID stays taken until podlab runc delete.
 
 With --detach, podlab does what the kubelet's runtime does: create (with a
-shim that keeps the log and the exit code), then start.`,
+shim that keeps the log and the exit code), then start.
+
+Without ID and --bundle it runs the bundle whose spec was written last
+(podlab spec), named after the bundle, and says so:
+  podlab pull nginx; podlab unpack; podlab spec; podlab runc run -d`,
 	Flags: []cli.Flag{
 		bundleFlag,
 		&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "create and start it in the background, its output in the CRI log"},
 		&cli.BoolFlag{Name: "keep", Usage: "keep the stopped container after a foreground run (runc run --keep) until podlab runc delete"},
 	},
 	Action: func(c *cli.Context) error {
-		r, id, err := runcSetup(c)
+		w := c.App.Writer
+		if !c.Bool("detach") {
+			w = c.App.ErrWriter // stdout is the container's
+		}
+		r, err := runcRuntime(c, c.String("runtime")) // the runtime is checked before the bundle
+		if err != nil {
+			return err
+		}
+		id, bundle, err := createTarget(c, w)
 		if err != nil {
 			return err
 		}
 		if c.Bool("detach") {
-			cr, err := r.Create(c.Context, id, c.String("bundle"))
+			cr, err := r.Create(c.Context, id, bundle)
 			if err != nil {
 				return err
 			}
+			recordCreated(c, id)
 			printCreated(c.App.Writer, cr)
 			st, err := r.Start(c.Context, id)
 			if err != nil {
@@ -211,7 +257,7 @@ shim that keeps the log and the exit code), then start.`,
 		}
 		r.OnCommand = traceTo(c.App.ErrWriter) // stdout is the container's
 		keep := c.Bool("keep")
-		ex, err := r.RunWithOptions(c.Context, id, c.String("bundle"),
+		ex, err := r.RunWithOptions(c.Context, id, bundle,
 			runc.IO{Stdin: c.App.Reader, Stdout: c.App.Writer, Stderr: c.App.ErrWriter}, runc.RunOptions{Keep: keep})
 		if err != nil {
 			return err
@@ -365,6 +411,9 @@ others, are not touched.`,
 		if err != nil {
 			return err
 		}
+		if rec, _ := loadLast(c); rec.Created == id {
+			recordLast(c, func(r *last.Record) { r.Created, r.Runtime = "", "" })
+		}
 		w := c.App.Writer
 		fmt.Fprintf(w, "Deleted container %s (CRI RemoveContainer)\n", id)
 		if d.StateDir != "" {
@@ -423,46 +472,103 @@ var runcShimCommand = &cli.Command{
 }
 
 // runcSetup builds the Runtime from the flags and reads the container ID.
+// Without an ID, a command other than exec acts on the container created
+// last (steps/last), with the runtime that created it.
 func runcSetup(c *cli.Context) (*runc.Runtime, string, error) {
-	id := c.Args().First()
-	if id == "" {
+	id, runtime := c.Args().First(), c.String("runtime")
+	if id == "" && c.Command.Name == "exec" {
 		return nil, "", fmt.Errorf("no container ID: podlab runc %s %s", c.Command.Name, c.Command.ArgsUsage)
 	}
+	if id == "" {
+		rec, err := loadLast(c)
+		if err != nil {
+			return nil, "", err
+		}
+		if rec.Created == "" {
+			return nil, "", noneCreated(c, rec)
+		}
+		id = rec.Created
+		if runtime == "" {
+			runtime = rec.Runtime
+		}
+		fmt.Fprintf(c.App.Writer, "container %s (the container created last)\n", id)
+	}
+	r, err := runcRuntime(c, runtime)
+	return r, id, err
+}
+
+// noneCreated says that no container was created yet, and the exact
+// command that creates one.
+func noneCreated(c *cli.Context, rec last.Record) error {
+	create := "podlab runc create ID --bundle DIR (a bundle with config.json: podlab spec)"
+	if rec.Spec != "" {
+		create = "podlab runc create   (it takes " + filepath.Base(rec.Spec) + ", the bundle whose spec was written last)"
+	}
+	return fmt.Errorf("no container ID given, and no container created yet: runc %s acts on a created container; create one first:\n  %s\n  or create and start it at once: podlab runc run -d", c.Command.Name, create)
+}
+
+// createTarget is the container ID and bundle of podlab runc create and
+// run: as given; else the bundle whose spec was written last (saying so),
+// the ID its spec was written for (the bundle's name); else, for an ID
+// alone, <state-dir>/bundles/<ID>; for a bundle alone, the bundle's name.
+func createTarget(c *cli.Context, w io.Writer) (id, bundle string, err error) {
 	dir, err := stateDir(c)
 	if err != nil {
-		return nil, "", err
+		return "", "", err
 	}
-	h, err := runcHandler(c.String("runtime"))
+	id, bundle = c.Args().First(), c.String("bundle")
+	switch {
+	case id != "" && bundle != "":
+	case id != "":
+		// runc says what is missing when there is no such bundle.
+		bundle = statedir.Layout{Dir: dir}.Bundle(id)
+		fmt.Fprintf(w, "No --bundle given: using %s\n", inState(dir, bundle))
+	case bundle != "":
+		if bundle, err = filepath.Abs(bundle); err != nil {
+			return "", "", err
+		}
+		id = filepath.Base(bundle)
+		fmt.Fprintf(w, "No container ID given: using the bundle's name, %s\n", id)
+	default:
+		rec, err := loadLast(c)
+		if err != nil {
+			return "", "", err
+		}
+		if rec.Spec == "" {
+			return "", "", fmt.Errorf("no container ID or --bundle given, and no spec written yet in %s: write one first (`podlab pull nginx`, `podlab unpack`, `podlab spec`), or name both: podlab runc %s ID --bundle DIR", dir, c.Command.Name)
+		}
+		if !pathExists(filepath.Join(rec.Spec, "config.json")) {
+			return "", "", fmt.Errorf("%s, the bundle whose spec was written last, has no config.json any more (removed, or unpacked again with --force?): write it again: podlab spec --bundle %s --image REF", inState(dir, rec.Spec), rec.Spec)
+		}
+		bundle, id = rec.Spec, rec.SpecID
+		if id == "" {
+			id = filepath.Base(bundle)
+		}
+		fmt.Fprintf(w, "creating %s from %s (the bundle whose spec was written last)\n", id, inState(dir, bundle))
+	}
+	return id, bundle, nil
+}
+
+// runcRuntime builds the Runtime of the handler or binary named runtime.
+func runcRuntime(c *cli.Context, runtime string) (*runc.Runtime, error) {
+	dir, err := stateDir(c)
 	if err != nil {
-		return nil, "", err
+		return nil, err
+	}
+	h, err := runc.HandlerFor(runtime)
+	if err != nil {
+		return nil, err
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	l := statedir.Layout{Dir: dir}.Runtime()
 	r := runc.NewRuntime(h, l.HandlerRoot(h.Name), l.Dir)
 	r.CgroupParent = l.CgroupParent
-	r.Shim = []string{exe, "runc", "shim"}
+	r.Shim = runc.ShimCommand(exe)
 	r.OnCommand = traceTo(c.App.Writer)
-	return r, id, nil
-}
-
-// runcHandler is the handler --runtime names: a handler's name, or a path
-// (runc's settings, or those of the runtime the file is called after).
-// A handler whose runtime cannot run here fails now, saying why.
-func runcHandler(nameOrPath string) (runc.Handler, error) {
-	def, _ := runc.FindRuntime("") // runc's path, when there is one
-	h, err := runc.FindHandlerRuntime(runc.DefaultHandlers(def), nameOrPath)
-	if err != nil {
-		return h, err
-	}
-	if h.Name != runc.DefaultHandler {
-		if err := h.Preflight(runc.CgroupMountRoot); err != nil {
-			return h, err
-		}
-	}
-	return h, nil
+	return r, nil
 }
 
 // traceTo prints each runtime command line as the shell's set -x does.

@@ -119,7 +119,7 @@ func runRuntime(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	n := l.Node(node)
-	cfg := cri.Config{Node: n, Runtime: bin, Shim: []string{exe, "runc", "shim"},
+	cfg := cri.Config{Node: n, Runtime: bin, Shim: runc.ShimCommand(exe),
 		Mirror: flagOr(c, "registry-mirror", os.Getenv(pull.MirrorEnv)), Insecure: c.Bool("insecure"),
 		StreamAddress: c.String("stream-address"), Handlers: handlers, Snapshotter: snap}
 	if c.Bool("verbose") {

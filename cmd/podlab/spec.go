@@ -13,6 +13,7 @@ import (
 
 	"github.com/podlab/podlab/steps/kubelet"
 
+	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/spec"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -20,7 +21,7 @@ import (
 var specCommand = &cli.Command{
 	Name:      "spec",
 	Usage:     "write the bundle's OCI runtime spec, config.json, from the image config and the Pod's settings (step 11)",
-	ArgsUsage: "--bundle DIR --image REF [--command X]... [--args X]... [--env K=V]...",
+	ArgsUsage: "[--bundle DIR] [--image REF] [--command X]... [--args X]... [--env K=V]...",
 	Description: `An OCI bundle is a directory with two things in it: rootfs/, the container's
 files (made by "podlab unpack"), and config.json, the OCI runtime spec. runc
 reads nothing else: config.json says which program to start (process.args),
@@ -55,11 +56,20 @@ and /etc/group. Hostile image configs (a working directory in /proc, ids out
 of range, unknown users, no command at all) are refused here, before any
 container exists. --explain tells, part by part, what the kernel will do.
 
+Without --bundle and --image it writes the spec of the bundle unpacked last
+(podlab unpack), for the image it was unpacked from, and says so; with
+--image alone, into that image's bundle, <state-dir>/bundles/<name>.
+
 Example:
   podlab pull nginx
-  podlab unpack nginx --bundle /var/lib/podlab/bundles/web
-  podlab spec --bundle /var/lib/podlab/bundles/web --image nginx --memory 128Mi --cpu 500m --explain
-  podlab runc run web --bundle /var/lib/podlab/bundles/web`,
+  podlab unpack
+  podlab spec --memory 128Mi --cpu 500m --explain
+  podlab runc run -d
+
+or in full:
+  podlab unpack nginx --bundle $PODLAB_STATE_DIR/bundles/web
+  podlab spec --bundle $PODLAB_STATE_DIR/bundles/web --image nginx
+  podlab runc run web --bundle $PODLAB_STATE_DIR/bundles/web`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "bundle", Usage: "the bundle `DIR` (holds rootfs/ from podlab unpack); config.json is written there"},
 		&cli.StringFlag{Name: "image", Usage: "the image `REF` in the content store whose config to use (or give it as the argument)"},
@@ -82,22 +92,15 @@ Example:
 		if c.String("pod") != "" {
 			return runPodStage(c, kubelet.StageSpec)
 		}
-		ref, bundle := c.String("image"), c.String("bundle")
-		if ref == "" {
-			ref = c.Args().First()
+		dir, err := stateDir(c)
+		if err != nil {
+			return err
 		}
-		if ref == "" || bundle == "" {
-			return errors.New("need --image REF and --bundle DIR, e.g. podlab spec --bundle /var/lib/podlab/bundles/web --image nginx")
-		}
-		bundle, err := filepath.Abs(bundle)
+		ref, bundle, err := specTarget(c, dir)
 		if err != nil {
 			return err
 		}
 		cfg, err := imageConfig(c, ref)
-		if err != nil {
-			return err
-		}
-		dir, err := stateDir(c)
 		if err != nil {
 			return err
 		}
@@ -126,6 +129,7 @@ Example:
 		if err != nil {
 			return err
 		}
+		recordLast(c, func(r *last.Record) { r.Spec, r.SpecID = bundle, containerID(s) })
 		printSpec(c.App.Writer, path, bundle, ref, s)
 		if c.Bool("explain") {
 			fmt.Fprintln(c.App.Writer)
@@ -133,9 +137,46 @@ Example:
 				return err
 			}
 		}
-		fmt.Fprintf(c.App.Writer, "\nNext: podlab runc run %s --bundle %s\n", containerID(s), bundle)
+		fmt.Fprintf(c.App.Writer, "\nNext: podlab runc create   (or in full: podlab runc create %s --bundle %s), or podlab runc run -d\n", containerID(s), bundle)
 		return nil
 	},
+}
+
+// specTarget is the image and the bundle podlab spec works on: as given,
+// else the bundle unpacked last and its image (saying so), else the
+// default bundle of the image given. The bundle is absolute.
+func specTarget(c *cli.Context, dir string) (ref, bundle string, err error) {
+	ref, bundle = c.String("image"), c.String("bundle")
+	if ref == "" {
+		ref = c.Args().First()
+	}
+	if ref == "" || bundle == "" {
+		rec, err := loadLast(c)
+		if err != nil {
+			return "", "", err
+		}
+		abs, _ := filepath.Abs(bundle)
+		switch {
+		case ref == "" && bundle == "" && rec.Unpacked == "":
+			return "", "", fmt.Errorf("no bundle given, and none unpacked yet in %s: unpack one first (`podlab pull nginx`, then `podlab unpack`), or name both: podlab spec --bundle DIR --image REF", dir)
+		case ref == "" && bundle == "":
+			if !pathExists(filepath.Join(rec.Unpacked, "rootfs")) {
+				return "", "", fmt.Errorf("%w: %s, the bundle unpacked last, is gone (removed?): unpack it again: podlab unpack %s", spec.ErrNoRootfs, inState(dir, rec.Unpacked), rec.UnpackedImage)
+			}
+			ref, bundle = rec.UnpackedImage, rec.Unpacked
+			fmt.Fprintf(c.App.Writer, "writing the spec of %s (the bundle unpacked last, from image %s)\n", inState(dir, bundle), ref)
+		case ref == "" && abs == rec.Unpacked:
+			ref = rec.UnpackedImage
+			fmt.Fprintf(c.App.Writer, "using image %s (the image %s was unpacked from)\n", ref, inState(dir, abs))
+		case ref == "":
+			return "", "", fmt.Errorf("no --image given for %s: name the image its rootfs came from: podlab spec --bundle %s --image REF", bundle, bundle)
+		default: // an image but no bundle: the bundle podlab unpack makes for it
+			bundle = defaultBundle(dir, ref)
+			fmt.Fprintf(c.App.Writer, "No --bundle given: writing the spec into %s\n", bundle)
+		}
+	}
+	bundle, err = filepath.Abs(bundle)
+	return ref, bundle, err
 }
 
 // imageConfig reads the image config of ref from the content store.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/podlab/podlab/steps/kubelet"
 
+	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/unpack"
@@ -25,7 +26,7 @@ import (
 var unpackCommand = &cli.Command{
 	Name:      "unpack",
 	Usage:     "unpack a pulled image's layers into an OCI bundle's rootfs (step 10)",
-	ArgsUsage: "REF [--bundle DIR] [--force] [--snapshotter native|overlayfs] | --remove --bundle DIR",
+	ArgsUsage: "[REF] [--bundle DIR] [--force] [--snapshotter native|overlayfs] | --remove --bundle DIR",
 	Description: `Step 10 of creating a Pod: before the container can start, the container
 runtime prepares its root filesystem from the image in its content store.
 
@@ -89,9 +90,13 @@ kept unless --force is given, and with --force it is replaced only once the
 new one is complete (its config.json goes too: run "podlab spec" again).
 Without --bundle the bundle goes to <state-dir>/bundles/<name>, the name
 being the repository's last path element (nginx for docker.io/library/nginx).
+Without REF it unpacks the image pulled last, and says so ("unpacking nginx
+(the image pulled last) into bundles/nginx"); podlab spec then takes the
+bundle unpacked last.
 
 Examples:
   podlab pull nginx
+  podlab unpack
   podlab unpack nginx
   podlab unpack 127.0.0.1:5001/podlab/hello:1.0 --bundle /var/lib/podlab/bundles/hello --force
   ls -l /var/lib/podlab/bundles/hello/rootfs
@@ -126,10 +131,9 @@ Examples:
 		if c.Bool("remove") {
 			return removeBundle(c)
 		}
-		if c.NArg() != 1 {
-			return fmt.Errorf("unpack needs one image reference, e.g. `podlab unpack nginx --bundle DIR`")
+		if c.NArg() > 1 {
+			return fmt.Errorf("unpack takes one image reference, got %q: e.g. `podlab unpack nginx --bundle DIR`", c.Args().Slice())
 		}
-		ref := c.Args().First()
 		snapshotter, err := unpack.ParseSnapshotter(c.String("snapshotter"))
 		if err != nil {
 			return err
@@ -138,12 +142,26 @@ Examples:
 		if err != nil {
 			return err
 		}
+		ref, remembered := c.Args().First(), false
+		if ref == "" {
+			rec, err := loadLast(c)
+			if err != nil {
+				return err
+			}
+			if rec.Pulled == "" {
+				return fmt.Errorf("no image given, and none pulled yet in %s: pull one first (`podlab pull nginx`), or name one: podlab unpack REF", dir)
+			}
+			ref, remembered = rec.Pulled, true
+		}
 		store, err := pull.OpenStore(pull.StoreDir(dir))
 		if err != nil {
 			return err
 		}
 		img, err := store.Image(ref)
 		if err != nil {
+			if remembered && errors.Is(err, pull.ErrImageNotFound) {
+				return fmt.Errorf("%w: %s, the image pulled last, is gone from the content store (removed with podlab rmi?): pull it again: podlab pull %s", pull.ErrImageNotFound, ref, ref)
+			}
 			if errors.Is(err, pull.ErrImageNotFound) && !strings.Contains(err.Error(), "podlab pull") {
 				err = fmt.Errorf("%w (run `podlab pull %s` first)", err, ref)
 			}
@@ -151,9 +169,15 @@ Examples:
 		}
 		w := c.App.Writer
 		bundle := c.String("bundle")
-		if bundle == "" {
+		switch {
+		case bundle == "" && remembered:
+			bundle = defaultBundle(dir, ref)
+			fmt.Fprintf(w, "unpacking %s (the image pulled last) into %s\n", ref, inState(dir, bundle))
+		case bundle == "":
 			bundle = defaultBundle(dir, ref)
 			fmt.Fprintf(w, "No --bundle given: unpacking into %s\n", bundle)
+		case remembered:
+			fmt.Fprintf(w, "unpacking %s (the image pulled last) into %s\n", ref, bundle)
 		}
 		if bundle, err = filepath.Abs(bundle); err != nil {
 			return err
@@ -178,6 +202,7 @@ Examples:
 		if err != nil {
 			return err
 		}
+		recordLast(c, func(r *last.Record) { r.Unpacked, r.UnpackedImage = res.Bundle, ref })
 		printUnpackResult(w, ref, res)
 		return nil
 	},
@@ -288,7 +313,7 @@ func printUnpackResult(w io.Writer, ref string, res *unpack.Result) {
 	fmt.Fprintln(w, "would apply each layer once into a snapshot and stack the snapshots with overlayfs")
 	fmt.Fprintln(w, "(shared by every container of the image, written to in a thin upper layer); podlab")
 	fmt.Fprintln(w, "unpacks into a plain directory so that you can look at every file.")
-	fmt.Fprintf(w, "\nNext: podlab spec --bundle %s --image %s\n", res.Bundle, ref)
+	fmt.Fprintf(w, "\nNext: podlab spec   (or in full: podlab spec --bundle %s --image %s)\n", res.Bundle, ref)
 }
 
 // roundDuration keeps two or three significant digits: 81ms, 1.24s, 350µs.

@@ -104,7 +104,7 @@ Examples:
 		opts := up.Options{
 			StateDir: dir, Name: c.String("name"), Namespace: c.String("namespace"), Image: c.String("image"),
 			Deployment: c.Bool("deployment"), Mirror: c.String("registry-mirror"), Insecure: c.Bool("insecure"),
-			ImagesDir: c.String("images"), Runtime: bin, Shim: []string{exe, "runc", "shim"},
+			ImagesDir: c.String("images"), Runtime: bin, Shim: runc.ShimCommand(exe),
 			OnStep: func(s up.Step) { printUpStep(w, s) },
 		}
 		if c.Bool("debug") {

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -14,9 +15,11 @@ import (
 	"github.com/podlab/podlab/steps/store"
 )
 
-// admitCreate runs admission and validation for a new object, in
-// kube-apiserver's order: mutating plugins (NamespaceLifecycle, defaults,
-// LimitRanger, NodeRestriction, RuntimeClass), validation of the object's fields, then validating plugins
+// admitCreate runs defaulting, admission and validation for a new object,
+// in kube-apiserver's order: the API's defaults (set when kube-apiserver
+// decodes the request, before admission), mutating plugins
+// (NamespaceLifecycle, DefaultTolerationSeconds, LimitRanger,
+// NodeRestriction, RuntimeClass), validation of the object's fields, then validating plugins
 // (PodSecurity, RuntimeClass, ResourceQuota, and RBAC's escalation check). It runs inside
 // the write's own transaction, so what it reads (the namespace, limit
 // ranges, quotas and the pods they count) cannot change before the write:
@@ -32,6 +35,25 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 			return nil, err
 		}
 	}
+	// The registry strategy's PrepareForCreate: kube-apiserver runs it after
+	// the mutating plugins; podlab runs it before its defaults, which set
+	// the first status (Pending, the QoS class) where the strategy does,
+	// and LimitRanger computes the QoS class again when it adds resources.
+	if notes := admission.PrepareForCreate(obj, c.s.now()); len(notes) > 0 {
+		c.phase(PhaseStrategy, "PrepareForCreate", notes, nil)
+	}
+	// Defaulting is not admission: kube-apiserver sets the API's defaults
+	// when it decodes the request, before the first admission plugin runs.
+	pod, isPod := obj.(*corev1.Pod)
+	var defaulted []string
+	if isPod {
+		defaulted = admission.DecodeDefaultsPod(pod)
+	} else {
+		defaulted = defaults(obj)
+	}
+	if err := c.phase(PhaseDefaulting, "defaults", defaulted, nil); err != nil {
+		return nil, err
+	}
 	var ns *corev1.Namespace
 	if res.Namespaced {
 		var err error
@@ -43,16 +65,6 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 			return nil, err
 		}
 	}
-	// The registry strategy's PrepareForCreate: kube-apiserver runs it after
-	// the mutating plugins; podlab runs it before its defaults, which set
-	// the first status (Pending, the QoS class) where the strategy does,
-	// and LimitRanger computes the QoS class again when it adds resources.
-	if notes := admission.PrepareForCreate(obj, c.s.now()); len(notes) > 0 {
-		c.phase(PhaseMutatingAdmission, "PrepareForCreate", notes, nil)
-	}
-	if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
-		return nil, err
-	}
 	// kube-apiserver records managedFields on the object as decoded and
 	// defaulted, before admission: the fields admission plugins add are
 	// nobody's. (A client's create and an apply have recorded them
@@ -60,9 +72,10 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 	if !tracked {
 		c.trackUpdate(res, "", nil, obj)
 	}
-	pod, isPod := obj.(*corev1.Pod)
 	var limitRanges []corev1.LimitRange
 	if isPod {
+		c.phase(PhaseMutatingAdmission, "ServiceAccount", admission.ServiceAccount(pod), nil)
+		c.phase(PhaseMutatingAdmission, "Priority", admission.Priority(pod), nil)
 		if err := c.phase(PhaseMutatingAdmission, "DefaultTolerationSeconds", admission.DefaultTolerationSeconds(pod, c.s.tolerations), nil); err != nil {
 			return nil, err
 		}
@@ -89,6 +102,14 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 			return nil, err
 		}
 	}
+	if err := c.callWebhooks(tx, u, true, admissionv1.Create, res, ns, obj, nil); err != nil {
+		return nil, err
+	}
+	if isPod {
+		// the pod strategy's PrepareForCreate, after mutating admission:
+		// the QoS class of the resources admission settled on
+		c.phase(PhaseStrategy, "PrepareForCreate", admission.PodStatusOnCreate(pod), nil)
+	}
 	if err := c.phase(PhaseValidation, "", nil, admission.Validate(obj)); err != nil {
 		return nil, err
 	}
@@ -106,9 +127,6 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		if err := c.phase(PhaseValidatingAdmission, "RuntimeClass", notes, err); err != nil {
 			return nil, err
 		}
-		if updated, err = c.quota(tx, pod); err != nil {
-			return nil, err
-		}
 	}
 	switch o := obj.(type) {
 	case *corev1.Namespace:
@@ -121,6 +139,17 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 		c.phase(PhaseValidatingAdmission, "PodSecurity", c.s.psa.AdmitTemplate(ns, &o.Spec.Template), nil)
 	case *appsv1.ReplicaSet:
 		c.phase(PhaseValidatingAdmission, "PodSecurity", c.s.psa.AdmitTemplate(ns, &o.Spec.Template), nil)
+	}
+	if err := c.callWebhooks(tx, u, false, admissionv1.Create, res, ns, obj, nil); err != nil {
+		return nil, err
+	}
+	if isPod {
+		// ResourceQuota is the last validating plugin, after the webhooks:
+		// a request they refuse uses no quota
+		var err error
+		if updated, err = c.quota(tx, pod); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.escalation(tx, u, obj); err != nil {
 		return nil, err

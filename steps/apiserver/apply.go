@@ -48,6 +48,7 @@ func (c *Client) as(manager string) *Client {
 // not exist is created, if the user may also create it (kube-apiserver
 // authorizes the patch, then the create). created says which happened.
 func (c *Client) Apply(ctx context.Context, resource, namespace, name string, data []byte, opts PatchOptions) (obj Object, created bool, err error) {
+	c = c.forRequest(ctx)
 	res, namespace, err := c.target(resource, namespace, false)
 	if err != nil {
 		return nil, false, err

@@ -19,9 +19,21 @@ import (
 )
 
 // The phases of a request, in the order kube-apiserver runs them.
+//
+// Defaulting is not admission: kube-apiserver fills in the API's defaults
+// (restartPolicy, dnsPolicy, imagePullPolicy...) while it decodes the
+// request body, before any admission plugin sees the object. Mutating
+// admission is plugins (NamespaceLifecycle, ServiceAccount,
+// DefaultTolerationSeconds, LimitRanger, Priority, RuntimeClass) and the
+// mutating admission webhooks; validating admission is plugins (PodSecurity,
+// ResourceQuota...) and the validating admission webhooks. Between the two,
+// the registry's strategy prepares the object (PrepareForCreate drops the
+// status a client sent) and validates its fields.
 const (
 	PhaseAuthentication      = "authentication"
 	PhaseAuthorization       = "authorization"
+	PhaseDefaulting          = "defaulting"
+	PhaseStrategy            = "registry strategy"
 	PhaseMutatingAdmission   = "mutating admission"
 	PhaseValidation          = "validation"
 	PhaseValidatingAdmission = "validating admission"
@@ -76,6 +88,9 @@ type Client struct {
 	// fieldManager names the manager of this client's writes in
 	// managedFields (see WithFieldManager).
 	fieldManager string
+	// ctx is the context of the request this client copy serves (see
+	// forRequest): admission webhooks are called with it.
+	ctx context.Context
 }
 
 var _ Interface = (*Client)(nil)

@@ -45,9 +45,32 @@ func TestCreatePodThroughTheGate(t *testing.T) {
 			order = append(order, p.Name)
 		}
 	}
-	want := []string{PhaseAuthentication, PhaseAuthorization, PhaseMutatingAdmission, PhaseValidation, PhaseValidatingAdmission, PhaseStorage}
+	want := []string{PhaseAuthentication, PhaseAuthorization, PhaseDefaulting, PhaseMutatingAdmission, PhaseStrategy, PhaseValidation, PhaseValidatingAdmission, PhaseStorage}
 	if strings.Join(order, ",") != strings.Join(want, ",") {
 		t.Errorf("phases ran in the order\n %v\nwant\n %v", order, want)
+	}
+	// Defaulting is not admission (kube-apiserver defaults what it
+	// decodes); the plugins after it are.
+	phaseOf := map[string]string{}
+	for _, p := range phases {
+		if p.Plugin != "" {
+			phaseOf[p.Plugin] = p.Name
+		}
+	}
+	for plugin, name := range map[string]string{
+		"defaults":                 PhaseDefaulting,
+		"NamespaceLifecycle":       PhaseMutatingAdmission,
+		"ServiceAccount":           PhaseMutatingAdmission,
+		"Priority":                 PhaseMutatingAdmission,
+		"PrepareForCreate":         PhaseStrategy,
+		"DefaultTolerationSeconds": PhaseMutatingAdmission,
+		"LimitRanger":              PhaseValidatingAdmission, // its validating half runs last
+		"RuntimeClass":             PhaseValidatingAdmission,
+		"PodSecurity":              PhaseValidatingAdmission,
+	} {
+		if phaseOf[plugin] != name {
+			t.Errorf("%s reported as %q, want %q", plugin, phaseOf[plugin], name)
+		}
 	}
 	got, err := c.Get(ctx(t), "pods", "default", "web")
 	if err != nil {

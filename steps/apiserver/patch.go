@@ -38,6 +38,7 @@ import (
 // from the read to the write: nobody can write in between, and a patch
 // that names no resourceVersion never conflicts.
 func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt types.PatchType, data []byte, opts PatchOptions) (Object, error) {
+	c = c.forRequest(ctx)
 	res, namespace, err := c.target(resource, namespace, false)
 	if err != nil {
 		return nil, err

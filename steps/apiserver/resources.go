@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -81,6 +82,8 @@ var resources = []Resource{
 	{Name: "clusterroles", Singular: "clusterrole", Kind: "ClusterRole", Group: "rbac.authorization.k8s.io", Version: "v1", StorePrefix: "/registry/clusterroles", new: func() Object { return &rbacv1.ClusterRole{} }},
 	{Name: "clusterrolebindings", Singular: "clusterrolebinding", Kind: "ClusterRoleBinding", Group: "rbac.authorization.k8s.io", Version: "v1", StorePrefix: "/registry/clusterrolebindings", new: func() Object { return &rbacv1.ClusterRoleBinding{} }},
 	{Name: "runtimeclasses", Singular: "runtimeclass", Kind: "RuntimeClass", Group: "node.k8s.io", Version: "v1", StorePrefix: "/registry/runtimeclasses", new: func() Object { return &nodev1.RuntimeClass{} }},
+	{Name: "mutatingwebhookconfigurations", Singular: "mutatingwebhookconfiguration", Kind: "MutatingWebhookConfiguration", Group: "admissionregistration.k8s.io", Version: "v1", StorePrefix: "/registry/mutatingwebhookconfigurations", new: func() Object { return &admissionregistrationv1.MutatingWebhookConfiguration{} }},
+	{Name: "validatingwebhookconfigurations", Singular: "validatingwebhookconfiguration", Kind: "ValidatingWebhookConfiguration", Group: "admissionregistration.k8s.io", Version: "v1", StorePrefix: "/registry/validatingwebhookconfigurations", new: func() Object { return &admissionregistrationv1.ValidatingWebhookConfiguration{} }},
 }
 
 // Resources lists every resource the API server serves, in a fixed order.

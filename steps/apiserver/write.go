@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	admissionv1 "k8s.io/api/admission/v1"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -45,6 +46,7 @@ func ResourceOf(obj Object) (Resource, error) {
 
 // Create implements Interface.
 func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
+	c = c.forRequest(ctx)
 	res, err := ResourceOf(in)
 	if err != nil {
 		return nil, err
@@ -180,6 +182,7 @@ func (c *Client) UpdateStatus(ctx context.Context, obj Object) (Object, error) {
 }
 
 func (c *Client) update(ctx context.Context, in Object, status bool) (Object, error) {
+	c = c.forRequest(ctx)
 	res, err := ResourceOf(in)
 	if err != nil {
 		return nil, err
@@ -250,7 +253,8 @@ func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Objec
 		return nil, err
 	}
 	if !status {
-		if err := c.phase(PhaseMutatingAdmission, "defaults", defaults(obj), nil); err != nil {
+		// (kube-apiserver defaults the object it decodes, before admission)
+		if err := c.phase(PhaseDefaulting, "defaults", defaults(obj), nil); err != nil {
 			return nil, err
 		}
 		// kube-apiserver runs DefaultTolerationSeconds on updates too: a
@@ -262,11 +266,30 @@ func (c *Client) replace(tx *store.Tx, u authn.User, res Resource, old, in Objec
 			}
 		}
 	}
+	// Admission webhooks see spec updates (podlab does not call them for
+	// the status subresource).
+	var ns *corev1.Namespace
+	if !status && res.Namespaced && !c.bootstrap {
+		var err error
+		if ns, err = c.s.namespace(tx, obj.GetNamespace()); err != nil {
+			return nil, err
+		}
+	}
+	if !status {
+		if err := c.callWebhooks(tx, u, true, admissionv1.Update, res, ns, obj, old); err != nil {
+			return nil, err
+		}
+	}
 	if !applied {
 		c.trackUpdate(res, sub, old, obj)
 	}
 	if err := c.phase(PhaseValidation, "", nil, validateUpdate(obj, old)); err != nil {
 		return nil, err
+	}
+	if !status {
+		if err := c.callWebhooks(tx, u, false, admissionv1.Update, res, ns, obj, old); err != nil {
+			return nil, err
+		}
 	}
 	if !status {
 		if err := c.escalation(tx, u, obj); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/template"
 
@@ -168,7 +169,7 @@ func RenderHosts(host, mirror string) ([]byte, error) {
 		return nil, err
 	}
 	return fmt.Appendf(nil, `# %s pulls through the lab registry (podlab registry serve), then upstream.
-# Written by podlab containerd.
+# Written by podlab (registry serve, init, containerd); containerd and podlab pull read it.
 server = "%s"
 
 [host."%s"]
@@ -230,19 +231,8 @@ func Write(c Config, mirror string) (*Written, error) {
 		return nil, err
 	}
 	if mirror != "" {
-		for host := range MirroredRegistries() {
-			hosts, err := RenderHosts(host, mirror)
-			if err != nil {
-				return nil, err
-			}
-			p := filepath.Join(c.CertsDir, host, "hosts.toml")
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return nil, fmt.Errorf("writing the registry hosts of %s: %w", host, err)
-			}
-			if err := writeFile(p, hosts); err != nil {
-				return nil, err
-			}
-			out.Hosts = append(out.Hosts, p)
+		if out.Hosts, err = WriteHosts(c.CertsDir, mirror); err != nil {
+			return nil, err
 		}
 	}
 	out.ConfList, _, err = cni.WriteConfList(c.Layout.CNIConfDir(), cni.Template{
@@ -253,6 +243,31 @@ func Write(c Config, mirror string) (*Written, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writing the lab containerd's CNI configuration: %w", err)
 	}
+	return out, nil
+}
+
+// WriteHosts writes <certsDir>/<host>/hosts.toml for each registry of
+// MirroredRegistries, naming mirror ("http://127.0.0.1:5001") as its
+// mirror, and returns their paths, sorted. It is the one writer of these
+// files: podlab containerd, podlab registry serve and podlab init call it,
+// and containerd (config_path) and podlab pull read them.
+func WriteHosts(certsDir, mirror string) ([]string, error) {
+	var out []string
+	for host := range MirroredRegistries() {
+		hosts, err := RenderHosts(host, mirror)
+		if err != nil {
+			return nil, err
+		}
+		p := filepath.Join(certsDir, host, "hosts.toml")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, fmt.Errorf("writing the registry hosts of %s: %w", host, err)
+		}
+		if err := writeFile(p, hosts); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	sort.Strings(out)
 	return out, nil
 }
 

@@ -226,7 +226,7 @@ func storeChecks() []check {
 				cancel()
 				for range w.Events() {
 				}
-				return fail("a watch from revision 1 still replays the history: compact it up to the revision before db was created, `podlab store compact 3` in lesson 03 (`podlab store compact REV`)")
+				return fail("a watch from revision 1 still replays the history: compact it up to the revision before db was created, `podlab store compact 9` in lesson 03 (`podlab store compact REV`)")
 			}
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				return nil
@@ -464,7 +464,7 @@ func ownedReplicaSet(ctx context.Context, p *probe) (*appsv1.Deployment, error) 
 		return nil, err
 	}
 	if len(dl.Items) == 0 {
-		return nil, fail("no Deployment: `podlab create deployment web --image nginx --replicas 2`")
+		return nil, fail("no Deployment: `podlab create deployment web2 --image nginx --replicas 2` (lesson 11)")
 	}
 	for _, o := range dl.Items {
 		d, ok := o.(*appsv1.Deployment)

@@ -50,6 +50,11 @@ type Options struct {
 	// Keychain finds credentials; nil means authn.DefaultKeychain
 	// (~/.docker/config.json and its credential helpers).
 	Keychain authn.Keychain
+	// HostsDir is a registry hosts directory, as containerd's config_path
+	// (/etc/containerd/certs.d): when <HostsDir>/<registry>/hosts.toml
+	// exists, the hosts it names (its mirrors, then its server) are tried in
+	// order, as containerd tries them. Mirror, when set, wins over it.
+	HostsDir string
 	// Transport carries the HTTP requests; nil means http.DefaultTransport.
 	Transport http.RoundTripper
 	// Parallel is how many blobs download at once; 0 means DefaultParallel.
@@ -86,6 +91,8 @@ type Result struct {
 	Source string
 	// Mirror is the mirror URL used, or "".
 	Mirror string
+	// HostsFile is the hosts.toml that named the hosts tried, or "".
+	HostsFile string
 	// Resolved is the digest the registry resolved the reference to: the
 	// index's when it is an index, else the manifest's.
 	Resolved v1.Hash
@@ -129,15 +136,19 @@ func Pull(ctx context.Context, store *Store, ref string, opts Options) (*Result,
 		}
 		explicit = true
 	}
-	src := r.Name().Context()
 	res := &Result{Reference: r.String(), StoreDir: store.Dir(), IndexPath: store.IndexPath()}
+	sources := []source{{repo: r.Name().Context()}}
 	if opts.Mirror != "" && r.IsDockerHub() {
-		if src, err = mirrorRepository(opts.Mirror, r.Repository, opts.Insecure); err != nil {
+		src, err := mirrorRepository(opts.Mirror, r.Repository, opts.Insecure)
+		if err != nil {
 			return nil, err
 		}
-		res.Mirror = opts.Mirror
+		sources = []source{{repo: src, mirror: opts.Mirror}}
+	} else if hs, file, err := hostSources(ctx, opts.HostsDir, r, opts.Insecure); err != nil {
+		return nil, fmt.Errorf("pulling %s: %w", r, err)
+	} else if hs != nil {
+		sources, res.HostsFile = hs, file
 	}
-	res.Source = src.Name()
 	keychain, base := opts.Keychain, opts.Transport
 	if keychain == nil {
 		keychain = authn.DefaultKeychain
@@ -157,15 +168,13 @@ func Pull(ctx context.Context, store *Store, ref string, opts Options) (*Result,
 	}
 	defer unlock()
 
-	client, err := newRegistryClient(ctx, src, keychain, base)
-	if err != nil {
-		return nil, fmt.Errorf("pulling %s: %w", r, err)
-	}
-
 	// Resolve: which manifest does the tag name now? A HEAD request answers
 	// with its digest only. If that is what is stored, nothing is fetched.
+	// Each source is asked in turn (the mirrors of hosts.toml, then the
+	// registry), as containerd's resolver does; the first that answers is
+	// pulled from.
 	id := r.Identifier()
-	head, headOK, err := client.headManifest(ctx, id)
+	client, head, headOK, err := resolveFirst(ctx, sources, id, keychain, base, res)
 	if err != nil {
 		return nil, fmt.Errorf("pulling %s: %w", r, err)
 	}

@@ -313,5 +313,23 @@ func FindHandlerRuntime(handlers []Handler, nameOrPath string) (Handler, error) 
 	return h, nil
 }
 
+// HandlerFor is the handler `--runtime NAME|PATH` names for the by-hand
+// commands (podlab runc, podlab-runc): a handler's name, or a path (runc's
+// settings, or those of the runtime the file is called after). A handler
+// whose runtime cannot run here fails now, saying why (Preflight).
+func HandlerFor(nameOrPath string) (Handler, error) {
+	def, _ := FindRuntime("") // runc's path, when there is one
+	h, err := FindHandlerRuntime(DefaultHandlers(def), nameOrPath)
+	if err != nil {
+		return h, err
+	}
+	if h.Name != DefaultHandler {
+		if err := h.Preflight(CgroupMountRoot); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
 // CgroupMountRoot is where the host's cgroups are mounted.
 const CgroupMountRoot = "/sys/fs/cgroup"

@@ -20,6 +20,15 @@
 //	containers/<id>/shim.pid, shim.log, runc.log
 //
 // The package never prints: Runtime.OnCommand receives each runc command line.
+//
+// It imports nothing of the control plane, so that it can live in a small
+// binary of its own: cmd/podlab-runc (bin/podlab-runc) is this package and a
+// command line, as containerd-shim-runc-v2 is beside containerd. It is the
+// shim podlab starts for each container (ShimCommand) and runs containers in
+// the foreground, starting in about 2 ms where bin/podlab, which holds the
+// whole chain and initialises all of it before main, takes 10-15 ms: a third
+// of a bare `runc run`. Keep it so: an import of the control plane here puts
+// that start-up back into every container start.
 package runc
 
 import (

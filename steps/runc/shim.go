@@ -243,3 +243,22 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// SmallBinary is the name of podlab's small runtime binary (cmd/podlab-runc),
+// which `make build` puts beside bin/podlab: the shim and a foreground
+// `run`, with nothing of the control plane in it.
+const SmallBinary = "podlab-runc"
+
+// ShimCommand is the command line that starts a shim for a program at exe:
+// podlab-runc's `shim` when the small binary sits beside exe (it starts in
+// about 2 ms, where podlab, which holds the whole chain, initialises
+// for about ten), else exe's own `runc shim`.
+func ShimCommand(exe string) []string {
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		small := filepath.Join(filepath.Dir(real), SmallBinary)
+		if fi, err := os.Stat(small); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && small != real {
+			return []string{small, "shim"}
+		}
+	}
+	return []string{exe, "runc", "shim"}
+}

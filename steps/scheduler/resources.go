@@ -247,11 +247,20 @@ type podMeta struct {
 	labels    map[string]string
 	deleting  bool
 	hostPorts []hostPort // what NodePorts checks
+	priority  int32      // what preemption compares
 }
 
 func podMetaOf(pod *corev1.Pod) podMeta {
 	return podMeta{key: pod.Namespace + "/" + pod.Name, namespace: pod.Namespace, labels: pod.Labels, deleting: pod.DeletionTimestamp != nil,
-		hostPorts: hostPortsOf(pod)}
+		hostPorts: hostPortsOf(pod), priority: podPriority(pod)}
+}
+
+// podPriority is spec.priority, 0 when unset (corev1helpers.PodPriority).
+func podPriority(pod *corev1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	return 0
 }
 
 // NewNodeInfo returns node with pods counted on it. Pods that have finished

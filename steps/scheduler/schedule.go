@@ -28,6 +28,11 @@ type FitError struct {
 	Pod         string // namespace/name
 	NumAllNodes int
 	Reasons     map[string]int
+	// PostFilter is what kube-scheduler's PostFilter plugin, DefaultPreemption,
+	// says of the pod (see Preemption): "preemption: 0/3 nodes are available:
+	// ...". Empty when it would find a node to preempt on: podlab does not
+	// preempt, and does not pretend to have tried.
+	PostFilter string
 }
 
 // Error is kube-scheduler's message, as it appears in the FailedScheduling
@@ -36,20 +41,92 @@ type FitError struct {
 //	0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {gpu: true}.
 //
 // "count reason" strings are sorted as text, as kube-scheduler sorts them.
-// kube-scheduler then appends what its PostFilter plugins said
-// ("preemption: 0/3 nodes are available: ..."); podlab runs no PostFilter
-// (it does not preempt), so the message stops after the first sentence.
+// kube-scheduler then appends what its PostFilter plugin said:
+//
+//	0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.
 func (f *FitError) Error() string {
-	parts := make([]string, 0, len(f.Reasons))
-	for reason, n := range f.Reasons {
+	msg := nodesAvailable(f.NumAllNodes, f.Reasons)
+	if f.PostFilter != "" {
+		msg += " " + f.PostFilter
+	}
+	return msg
+}
+
+// nodesAvailable is kube-scheduler's FitError sentence: "0/N nodes are
+// available:", then "count reason" for each reason, sorted as text.
+func nodesAvailable(all int, reasons map[string]int) string {
+	parts := make([]string, 0, len(reasons))
+	for reason, n := range reasons {
 		parts = append(parts, fmt.Sprintf("%d %s", n, reason))
 	}
 	sort.Strings(parts)
-	msg := fmt.Sprintf("0/%d nodes are available:", f.NumAllNodes)
+	msg := fmt.Sprintf("0/%d nodes are available:", all)
 	if len(parts) > 0 {
 		msg += " " + strings.Join(parts, ", ") + "."
 	}
 	return msg
+}
+
+// Reasons of kube-scheduler's DefaultPreemption, word for word.
+const (
+	reasonPreemptionNotHelpful = "Preemption is not helpful for scheduling"
+	reasonNoPreemptionVictims  = "No preemption victims found for incoming pod"
+)
+
+// Preemption is the message of kube-scheduler's PostFilter plugin,
+// DefaultPreemption, for a pod that no node passed the filters for; failed
+// holds, for each node, whether preemption might help there (the node
+// failed a filter that removing pods can cure: NodeResourcesFit when the
+// pod fits the node's allocatable at all, NodePorts). A pod with
+// preemptionPolicy Never is not eligible. Otherwise every node where it
+// cannot help counts as "Preemption is not helpful for scheduling", and a
+// node where it might help but that runs no pod of lower priority than
+// the pod (no victims) as "No preemption victims found for incoming pod".
+// When some node has lower-priority pods, kube-scheduler would try to
+// preempt them; podlab does not preempt, and Preemption returns "".
+func Preemption(p *PodInfo, nodes []*NodeInfo, mightHelp []bool) string {
+	if pp := p.Pod.Spec.PreemptionPolicy; pp != nil && *pp == corev1.PreemptNever {
+		return "preemption: not eligible due to preemptionPolicy=Never."
+	}
+	prio := podPriority(p.Pod)
+	reasons := map[string]int{}
+	for i, n := range nodes {
+		if !mightHelp[i] {
+			reasons[reasonPreemptionNotHelpful]++
+			continue
+		}
+		for _, m := range n.pods {
+			if m.priority < prio {
+				return "" // kube-scheduler would dry-run preempting m
+			}
+		}
+		reasons[reasonNoPreemptionVictims]++
+	}
+	return "preemption: " + nodesAvailable(len(nodes), reasons)
+}
+
+// preemptionMightHelp says whether removing pods from n could let p pass
+// the filter f that failed: kube-scheduler's Unschedulable, as opposed to
+// UnschedulableAndUnresolvable.
+func preemptionMightHelp(f FilterPlugin, p *PodInfo, n *NodeInfo) bool {
+	switch f.(type) {
+	case NodePorts:
+		return true
+	case NodeResourcesFit:
+		// a request larger than the node's allocatable cannot fit however
+		// many pods go
+		req, alloc := p.Requests, n.Allocatable
+		if req.MilliCPU > alloc.MilliCPU || req.Memory > alloc.Memory || req.EphemeralStorage > alloc.EphemeralStorage {
+			return false
+		}
+		for name, q := range req.Scalar {
+			if q > alloc.Scalar[name] {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // WeightedScore is a score plugin with its weight in a profile.
@@ -211,6 +288,7 @@ func (pr Profile) Schedule(p *PodInfo, s *Snapshot, rng *rand.Rand) (Result, err
 
 	// Filter: every node, every filter until one fails.
 	fit := &FitError{Pod: r.Pod, NumAllNodes: len(s.Nodes), Reasons: map[string]int{}}
+	mightHelp := make([]bool, len(s.Nodes))
 	var feasible []int
 	for i, n := range s.Nodes {
 		row := NodeResult{Name: n.Name(), Filters: make([][]string, len(pr.Filters)), ImpliedTaints: n.ImpliedTaints}
@@ -223,6 +301,7 @@ func (pr Profile) Schedule(p *PodInfo, s *Snapshot, rng *rand.Rand) (Result, err
 				for _, reason := range reasons {
 					fit.Reasons[reason]++
 				}
+				mightHelp[i] = preemptionMightHelp(f, p, n)
 				break
 			}
 		}
@@ -234,6 +313,7 @@ func (pr Profile) Schedule(p *PodInfo, s *Snapshot, rng *rand.Rand) (Result, err
 	r.Feasible = len(feasible)
 	switch len(feasible) {
 	case 0:
+		fit.PostFilter = Preemption(p, s.Nodes, mightHelp)
 		return r, fit
 	case 1:
 		r.Node, r.Ties = r.Nodes[feasible[0]].Name, 1

@@ -97,18 +97,23 @@ func TestSchedule_Unschedulable(t *testing.T) {
 		want  string
 	}{
 		{"the issue's example", pod("web", "2", "1Gi"), []*corev1.Node{node("node-1", "1", "4Gi"), gpu("node-2"), gpu("node-3")},
-			"0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {gpu: true}."},
+			"0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {gpu: true}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."},
 		{"sorted as text, count included", pod("web", "2", "1Gi"), append(many(10, small), gpu("gpu-1"), gpu("gpu-2")),
-			"0/12 nodes are available: 10 Insufficient cpu, 2 node(s) had untolerated taint {gpu: true}."},
+			"0/12 nodes are available: 10 Insufficient cpu, 2 node(s) had untolerated taint {gpu: true}. preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling."},
 		{"a node gives all its filter's reasons", pod("web", "2", "2Gi"), []*corev1.Node{small("node-1"), node("node-2", "1", "8Gi")},
-			"0/2 nodes are available: 1 Insufficient memory, 2 Insufficient cpu."},
+			"0/2 nodes are available: 1 Insufficient memory, 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."},
 		{"only the first failing filter counts", pod("web", "2", "2Gi"), []*corev1.Node{node("node-1", "1", "1Gi", cordoned)},
-			"0/1 nodes are available: 1 node(s) were unschedulable."},
+			"0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."},
 		{"a node whose kubelet never reported", pod("web", "", ""), []*corev1.Node{node("node-1", "2", "4Gi", ready(corev1.ConditionUnknown))},
-			"0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."},
+			"0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."},
 		{"affinity and too many pods", pod("web", "", "", selecting("disk", "ssd")), []*corev1.Node{
 			node("node-1", "2", "4Gi"), node("node-2", "2", "4Gi", labeled("disk", "ssd"), maxPods("0"))},
-			"0/2 nodes are available: 1 Too many pods, 1 node(s) didn't match Pod's node affinity/selector."},
+			"0/2 nodes are available: 1 Too many pods, 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."},
+		// kube-scheduler v1.37's own text for a nodeSelector no node has
+		{"the issue's FailedScheduling", pod("web", "", "", selecting("disk", "ssd")), []*corev1.Node{node("node-1", "2", "4Gi")},
+			"0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."},
+		{"preemptionPolicy Never", pod("web", "", "", selecting("disk", "ssd"), func(p *corev1.Pod) { p.Spec.PreemptionPolicy = new(corev1.PreemptNever) }), []*corev1.Node{node("node-1", "2", "4Gi")},
+			"0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: not eligible due to preemptionPolicy=Never."},
 		{"no nodes at all", pod("web", "", ""), nil, "no nodes available to schedule pods"},
 	}
 	for _, tt := range tests {
@@ -170,5 +175,31 @@ func TestResult_WriteTable(t *testing.T) {
 	}
 	if r.Ties != 2 || (r.Node != "node-2" && r.Node != "node-3") {
 		t.Errorf("chose %s among %d", r.Node, r.Ties)
+	}
+}
+
+// TestPreemption: DefaultPreemption's message, by what the nodes run.
+func TestPreemption(t *testing.T) {
+	prio := func(v int32) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Spec.Priority = &v } }
+	full := node("node-1", "2", "4Gi")
+	for _, tc := range []struct {
+		name      string
+		pod       *corev1.Pod
+		running   []*corev1.Pod
+		mightHelp bool
+		want      string
+	}{
+		{"cannot help", pod("web", "1", ""), nil, false, "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."},
+		{"no pod of lower priority", pod("web", "1", ""), []*corev1.Pod{pod("old", "2", "", boundTo("node-1"))}, true,
+			"preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."},
+		{"a pod of lower priority: kube-scheduler would preempt, podlab says nothing", pod("web", "1", "", prio(1000)),
+			[]*corev1.Pod{pod("old", "2", "", boundTo("node-1"))}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := NewNodeInfo(full, tc.running...)
+			if got := Preemption(NewPodInfo(tc.pod), []*NodeInfo{n}, []bool{tc.mightHelp}); got != tc.want {
+				t.Errorf("Preemption = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/kubectl"
 )
 
 // cluster is a real API server in t.TempDir(), with the admin and the
@@ -171,7 +174,7 @@ func TestScheduler_Once(t *testing.T) {
 		t.Errorf("decisions about web: %+v", ds)
 	}
 
-	const msg = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {gpu: true}."
+	const msg = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {gpu: true}. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
 	big := c.pod(t, "big")
 	cond := condition(big)
 	if big.Spec.NodeName != "" || cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != corev1.PodReasonUnschedulable || cond.Message != msg {
@@ -229,7 +232,7 @@ func TestScheduler_OnceCountsAssumedPods(t *testing.T) {
 	if on["node-1"] != 2 || on["node-2"] != 2 || on[""] != 1 {
 		t.Errorf("pods per node: %v, want 2, 2 and 1 pending", on)
 	}
-	if cond := condition(c.pod(t, "p5")); cond == nil || cond.Message != "0/2 nodes are available: 2 Insufficient cpu." {
+	if cond := condition(c.pod(t, "p5")); cond == nil || cond.Message != "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod." {
 		t.Errorf("p5's condition: %+v", cond)
 	}
 }
@@ -268,7 +271,7 @@ func TestScheduler_Run_RetriesWhenNodesChange(t *testing.T) {
 	n := node("node-1", "2", "4Gi", ready(corev1.ConditionUnknown))
 	c.create(t, n)
 	d = rec.next(t, "web")
-	const unreachable = "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."
+	const unreachable = "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
 	if d.Err == nil || d.Err.Error() != unreachable {
 		t.Fatalf("after the node was added: %v, want %q", d.Err, unreachable)
 	}
@@ -445,5 +448,65 @@ func TestQueue_Order(t *testing.T) {
 	defer cancel()
 	if p := q.pop(ctx); p == nil || p.Pod.Name != "p" || p.Attempts != 2 {
 		t.Errorf("after a cluster event: %+v", p)
+	}
+}
+
+// TestScheduler_Run_RepeatedFailedSchedulingIsOneEvent: a pod the
+// scheduler tries again and again for the same reason gets one
+// FailedScheduling Event, counted (client-go's correlator, in the
+// recorder), which kubectl describe shows as "(x3 over ...)".
+func TestScheduler_Run_RepeatedFailedSchedulingIsOneEvent(t *testing.T) {
+	c := newCluster(t)
+	c.create(t, node("node-1", "2", "4Gi"), pod("web", "", "", selecting("disk", "ssd")))
+	rec := newRecorder()
+	s := New(c.sched, WithReport(rec.report), WithBackoff(10*time.Millisecond, 20*time.Millisecond))
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	const msg = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+	for i := range 3 {
+		d := rec.next(t, "web")
+		if d.Err == nil || d.Err.Error() != msg {
+			t.Fatalf("attempt %d: %v, want %q", i+1, d.Err, msg)
+		}
+		if i < 2 {
+			// a change to the node, not one that lets the pod fit: tried again
+			got, err := c.admin.Get(ctx, "nodes", "", "node-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.SetLabels(map[string]string{"try": strconv.Itoa(i)})
+			if _, err := c.admin.Update(ctx, got); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var evs []corev1.Event
+	waitFor(t, func() bool {
+		l, err := c.admin.List(ctx, "events", "default", apiserver.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = nil
+		for _, o := range l.Items {
+			evs = append(evs, *o.(*corev1.Event))
+		}
+		return len(evs) == 1 && evs[0].Count == 3
+	})
+	if e := evs[0]; e.Reason != "FailedScheduling" || e.Message != msg || e.LastTimestamp.Before(&e.FirstTimestamp) {
+		t.Errorf("event %s %q, first %s last %s", e.Reason, e.Message, e.FirstTimestamp, e.LastTimestamp)
+	}
+	var out strings.Builder
+	if err := kubectl.Describe(&out, c.pod(t, "web"), evs, evs[0].LastTimestamp.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`Warning\s+FailedScheduling\s+60s \(x3 over 6[01]s\)\s+default-scheduler\s+0/1 nodes are available`).MatchString(out.String()) {
+		t.Errorf("describe's Events table has no (x3 over ...) line:\n%s", out.String())
 	}
 }

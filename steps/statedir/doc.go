@@ -32,6 +32,8 @@
 //	    cni/net.d/ cni/networks/        its CNI conflist (bridge plc<hash>) and host-local leases
 //	    pods/                           its pods' logs (the sandboxes' log_directory)
 //	  certs.d/<host>/hosts.toml         the registry mirrors (the lab registry) containerd pulls through
+//	  last.json                         what the last by-hand stage made (steps/last): podlab unpack,
+//	                                    spec and runc use it when their argument is left out
 //	  nodes/<node>/                     one kubelet's runtime, as if on its own machine:
 //	    content/ runc/ runtimes/ containers/   as above, the node's own
 //	    pods/<pod-uid>/sandbox.json     the sandbox's runtime handler (RuntimeClass)

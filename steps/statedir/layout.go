@@ -150,7 +150,7 @@ func (l Layout) Nodes() ([]Node, error) {
 
 // ResetEntries are the top-level entries podlab reset removes.
 func ResetEntries() []string {
-	return []string{nodesDir, containersDir, runcDir, runtimesDir, bundlesDir, snapshotsDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir, labDir, containerdDir, certsDir}
+	return []string{nodesDir, containersDir, runcDir, runtimesDir, bundlesDir, snapshotsDir, contentDir, registryDir, etcdDir, authDir, pkiDir, kubeconfigsDir, labDir, containerdDir, certsDir, lastFile}
 }
 
 // KeptEntries are the top-level entries reset keeps unless --all: they

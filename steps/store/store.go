@@ -120,6 +120,7 @@ type Store struct {
 
 	notifyMu sync.Mutex
 	changed  chan struct{} // closed after each write of this process, then replaced
+	mod      modWatch      // the watchers' one inotify instance on the file (watch.go)
 
 	batch *batch // this burst's writes, not yet committed to the file (see wal.go); nil when none
 

@@ -86,7 +86,7 @@ func (w *Watcher) run(ctx context.Context, s *Store, prefix string, last int64) 
 	poll := s.opts.watchPoll
 	var modified <-chan struct{}
 	if !s.opts.noInotify {
-		ch, stop, err := watchModify(s.path)
+		ch, stop, err := s.mod.subscribe(s.path)
 		if err != nil {
 			poll = min(poll, pollWithoutInotify)
 		} else {
@@ -173,32 +173,81 @@ func (s *Store) readLog(ctx context.Context, prefix string, after int64, limit i
 	return evs, upTo, more, err
 }
 
-// watchModify reports, through the channel, each time the kernel says the
-// file was modified (inotify IN_MODIFY: bbolt's writes of a commit). stop
-// ends it.
-func watchModify(path string) (<-chan struct{}, func(), error) {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return nil, nil, err
+// modWatch is the store's one inotify instance (IN_MODIFY on the file:
+// bbolt's writes of a commit, by any process), shared by every watcher of
+// this Store: each subscriber gets a wake-up channel of its own. An
+// instance per watcher would spend the kernel's per-user limit
+// (fs.inotify.max_user_instances, 128 by default) that other programs
+// need too: containerd's CRI plugin fails to start without one. The
+// instance is closed when the last watcher goes.
+type modWatch struct {
+	mu   sync.Mutex
+	f    *os.File // the inotify instance; nil while nobody watches
+	subs map[chan struct{}]struct{}
+}
+
+// subscribe returns a channel that receives (at most one pending) wake-up
+// each time the kernel says path was modified, and the function that ends
+// the subscription.
+func (m *modWatch) subscribe(path string) (<-chan struct{}, func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.f == nil {
+		f, err := inotifyModify(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		m.f, m.subs = f, map[chan struct{}]struct{}{}
+		go m.fanOut(f)
 	}
-	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_MODIFY); err != nil {
-		unix.Close(fd)
-		return nil, nil, err
-	}
-	// A non-blocking fd goes to Go's poller: Close wakes the Read below.
-	f := os.NewFile(uintptr(fd), "inotify "+path)
-	wake := make(chan struct{}, 1)
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			if _, err := f.Read(buf); err != nil {
-				return
-			}
+	ch := make(chan struct{}, 1)
+	m.subs[ch] = struct{}{}
+	return ch, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if _, ok := m.subs[ch]; !ok {
+			return
+		}
+		delete(m.subs, ch)
+		if len(m.subs) == 0 && m.f != nil {
+			m.f.Close()
+			m.f = nil
+		}
+	}, nil
+}
+
+// fanOut reads f's events until it is closed and wakes every subscriber.
+func (m *modWatch) fanOut(f *os.File) {
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Read(buf); err != nil {
+			return
+		}
+		m.mu.Lock()
+		if m.f != f {
+			m.mu.Unlock()
+			return
+		}
+		for ch := range m.subs {
 			select {
-			case wake <- struct{}{}:
+			case ch <- struct{}{}:
 			default:
 			}
 		}
-	}()
-	return wake, func() { f.Close() }, nil
+		m.mu.Unlock()
+	}
+}
+
+// inotifyModify opens an inotify instance watching path for IN_MODIFY. A
+// non-blocking fd goes to Go's poller: Close wakes a Read in progress.
+func inotifyModify(path string) (*os.File, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_MODIFY); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "inotify "+path), nil
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -290,4 +292,68 @@ func TestStore_Watch_FallsBehind(t *testing.T) {
 		t.Errorf("received all %d events despite the compaction", n)
 	}
 	t.Logf("received %d of 3000 events, then: %v", n, w.Err())
+}
+
+// inotifyInstances counts this process's inotify file descriptors.
+func inotifyInstances(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && l == "anon_inode:inotify" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStore_Watch_OneInotifyInstance: twenty watchers of one Store share
+// one inotify instance (the kernel allows a user 128 by default, and
+// containerd's CRI plugin needs some), each still woken by another
+// process's writes; the instance is closed when the last watcher ends.
+func TestStore_Watch_OneInotifyInstance(t *testing.T) {
+	s, path := tempStore(t)
+	before := inotifyInstances(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const watchers, n = 20, 5
+	ws := make([]*Watcher, watchers)
+	for i := range ws {
+		w, err := s.Watch(ctx, "/registry/", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws[i] = w
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for inotifyInstances(t)-before != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := inotifyInstances(t) - before; got != 1 {
+		t.Fatalf("%d watchers hold %d inotify instances, want 1", watchers, got)
+	}
+	cmd, out := helper(t, "script", path, strconv.Itoa(n))
+	for out.Scan() {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var want []Event
+	for _, step := range writeScript(n) {
+		want = append(want, step.want...)
+	}
+	for _, w := range ws {
+		checkEvents(t, collect(t, w, len(want)), want)
+	}
+	cancel()
+	for _, w := range ws {
+		for range w.Events() {
+		}
+	}
+	if got := inotifyInstances(t) - before; got != 0 {
+		t.Errorf("%d inotify instances left after every watcher ended, want 0", got)
+	}
 }

@@ -11,7 +11,8 @@
 //
 // The manifest names each layer by the digest of its compressed bytes (what
 // the registry and the content store address it by); the image config names
-// each one by its "diff_id", the sha256 of the uncompressed tar. Unpack
+// each one by its "diff_id", the digest of the uncompressed tar (sha256, or
+// sha512, which the OCI image spec also registers: both are verified). Unpack
 // hashes every decompressed layer as it applies it and fails with
 // ErrDiffIDMismatch when that hash is not the config's diff_id: the files on
 // disk are then exactly what the image's author built.

@@ -28,14 +28,25 @@ var (
 	// ErrBadIndex is returned when a snapshots directory's index cannot be
 	// read. Nothing is changed.
 	ErrBadIndex = errors.New("unreadable snapshots index")
+
+	// ErrDigestAlgorithm is returned for a diff_id whose algorithm is
+	// neither of the OCI image spec's, sha256 and sha512. Nothing is
+	// unpacked.
+	ErrDigestAlgorithm = errors.New("unsupported digest algorithm")
 )
 
 // Errors while applying layers. The temporary bundle is removed and the
 // bundle directory is left as it was.
 var (
-	// ErrDiffIDMismatch is returned when the sha256 of a layer's
-	// uncompressed tar is not the diff_id the image config names for it.
+	// ErrDiffIDMismatch is returned when the digest of a layer's
+	// uncompressed tar (sha256 or sha512, the diff_id's own algorithm) is
+	// not the diff_id the image config names for it.
 	ErrDiffIDMismatch = errors.New("layer diff_id mismatch")
+
+	// ErrZstdWindowTooLarge is returned when a zstd layer asks for a window
+	// larger than MaxZstdWindow: it is refused before the memory is
+	// allocated.
+	ErrZstdWindowTooLarge = errors.New("zstd window too large")
 
 	// ErrLayerCount is returned when the manifest and the config do not
 	// name the same number of layers.

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -361,7 +360,7 @@ func applySnapshotLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.H
 		return lr, err
 	}
 	defer ra.release()
-	st, err := openLayer(l, ra, nil)
+	st, err := openLayer(l, want.Algorithm, ra, nil)
 	if err != nil {
 		return lr, err
 	}
@@ -387,8 +386,9 @@ func applySmallLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash
 	if lr.MediaType, err = l.MediaType(); err != nil {
 		return lr, fmt.Errorf("reading the layer media type: %w", err)
 	}
-	if want.Algorithm != "sha256" {
-		return lr, fmt.Errorf("diff_id %s: only sha256 diff_ids are supported", want)
+	h, err := diffIDHasher(want.Algorithm)
+	if err != nil {
+		return lr, err
 	}
 	rc, err := l.Compressed()
 	if err != nil {
@@ -402,7 +402,6 @@ func applySmallLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash
 	}
 	defer dr.Close()
 	lr.Compression = compressionName(dr.GetCompression())
-	h := sha256.New()
 	tarBytes := &countingReader{r: io.TeeReader(dr, h)}
 	br := bufio.NewReaderSize(tarBytes, 32<<10)
 	opts = append([]archive.ApplyOpt{archive.WithFilter(countAndSee(&lr.Counts, seen))}, opts...)
@@ -417,7 +416,7 @@ func applySmallLayer(ctx context.Context, fsDir string, l v1.Layer, want v1.Hash
 	if _, err := io.Copy(io.Discard, br); err != nil {
 		return lr, fmt.Errorf("reading the end of the layer: %w", err)
 	}
-	lr.DiffID = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}
+	lr.DiffID = v1.Hash{Algorithm: want.Algorithm, Hex: hex.EncodeToString(h.Sum(nil))}
 	lr.Bytes, lr.Compressed = tarBytes.n, counted.n
 	lr.Duration = time.Since(start)
 	if lr.DiffID != want {

@@ -2,10 +2,10 @@ package unpack
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
@@ -133,8 +133,14 @@ type layerStream struct {
 }
 
 // openLayer opens l's compressed blob and starts its producer goroutine,
-// which starts decompressing once after is closed (nil: at once).
-func openLayer(l v1.Layer, ra *readAhead, after <-chan struct{}) (*layerStream, error) {
+// which starts decompressing once after is closed (nil: at once) and hashes
+// the tar with alg, the algorithm of the layer's diff_id (sha256 or sha512,
+// v1.Hasher's).
+func openLayer(l v1.Layer, alg string, ra *readAhead, after <-chan struct{}) (*layerStream, error) {
+	h, err := diffIDHasher(alg)
+	if err != nil {
+		return nil, err
+	}
 	rc, err := l.Compressed()
 	if err != nil {
 		return nil, fmt.Errorf("opening the layer blob: %w", err)
@@ -154,11 +160,22 @@ func openLayer(l v1.Layer, ra *readAhead, after <-chan struct{}) (*layerStream, 
 		blob:        rc,
 		decompress:  dr,
 	}
-	go s.produce(dr, counted, after)
+	go s.produce(dr, counted, after, alg, h)
 	return s, nil
 }
 
-func (s *layerStream) produce(r io.Reader, counted *countingReader, after <-chan struct{}) {
+// diffIDHasher is the hash a diff_id of algorithm alg is computed with:
+// the OCI image spec registers sha256 and sha512, as go-containerregistry's
+// v1.Hasher knows them.
+func diffIDHasher(alg string) (hash.Hash, error) {
+	h, err := v1.Hasher(alg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: a diff_id of algorithm %q: the OCI image spec's are sha256 and sha512", ErrDigestAlgorithm, alg)
+	}
+	return h, nil
+}
+
+func (s *layerStream) produce(r io.Reader, counted *countingReader, after <-chan struct{}, alg string, h hash.Hash) {
 	defer close(s.done)
 	if after != nil {
 		select {
@@ -167,7 +184,6 @@ func (s *layerStream) produce(r io.Reader, counted *countingReader, after <-chan
 			return
 		}
 	}
-	h := sha256.New()
 	for {
 		select {
 		case <-s.stop:
@@ -192,7 +208,7 @@ func (s *layerStream) produce(r io.Reader, counted *countingReader, after <-chan
 				s.ra.free <- buf
 			}
 			s.err = err
-			s.diffID = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}
+			s.diffID = v1.Hash{Algorithm: alg, Hex: hex.EncodeToString(h.Sum(nil))}
 			s.compressed = counted.n
 			close(s.chunks)
 			return
@@ -289,11 +305,6 @@ func (gzipStream) GetCompression() compression.Compression { return compression.
 // levels 1 to 19 (and Go's klauspost encoder, which BuildKit uses) stay
 // within 8 MiB; only --ultra levels and --long mode go beyond it.
 const MaxZstdWindow = 8 << 20
-
-// ErrZstdWindowTooLarge is returned when a zstd layer asks for a window
-// larger than MaxZstdWindow: it is refused before the memory is allocated.
-// (Defined here, with the decoder it bounds.)
-var ErrZstdWindowTooLarge = errors.New("zstd window too large")
 
 // zstdStream is a zstd decoder bounded to MaxZstdWindow, one block decoded
 // at a time: the producer goroutine is already the decompressor's own.

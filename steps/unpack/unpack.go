@@ -133,8 +133,8 @@ const (
 // LayerResult is what applying one layer did.
 type LayerResult struct {
 	Index     int             // 0 is the manifest's first (lowest) layer
-	Digest    v1.Hash         // sha256 of the compressed blob: its name in the manifest and the content store
-	DiffID    v1.Hash         // sha256 of the uncompressed tar, verified against the config's rootfs.diff_ids
+	Digest    v1.Hash         // digest (sha256 or sha512) of the compressed blob: its name in the manifest and the content store
+	DiffID    v1.Hash         // digest of the uncompressed tar, in the diff_id's algorithm (sha256 or sha512), verified against the config's rootfs.diff_ids
 	MediaType types.MediaType // e.g. application/vnd.oci.image.layer.v1.tar+gzip
 	// Compression is what the bytes turned out to be: "gzip", "zstd" or
 	// "none" (detected from the stream, not trusted from the media type).
@@ -172,7 +172,8 @@ type Result struct {
 }
 
 // Unpack applies img's layers, in order, into bundleDir/rootfs, checking
-// each layer's uncompressed sha256 against the image config's diff_ids.
+// each layer's uncompressed digest (sha256 or sha512) against the image
+// config's diff_ids.
 //
 // The layers are applied into a temporary sibling directory of bundleDir
 // (bundleDir.unpack-tmp-XXXX), renamed into place only when every layer has
@@ -216,6 +217,11 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		return nil, fmt.Errorf("reading the image config: %w", err)
 	}
 	diffIDs := cfg.RootFS.DiffIDs
+	for i, d := range diffIDs {
+		if _, err := diffIDHasher(d.Algorithm); err != nil {
+			return nil, fmt.Errorf("layer %d of %d: %w", i+1, len(diffIDs), err)
+		}
+	}
 	if len(diffIDs) != len(layers) {
 		return nil, fmt.Errorf("%w: the manifest lists %d layers, the config's rootfs.diff_ids %d",
 			ErrLayerCount, len(layers), len(diffIDs))
@@ -302,7 +308,7 @@ func Unpack(ctx context.Context, img v1.Image, bundleDir string, opts Options) (
 		if i > 0 && streams[i-1] != nil {
 			after = streams[i-1].done
 		}
-		s, err := openLayer(layers[i], ra, after)
+		s, err := openLayer(layers[i], diffIDs[i].Algorithm, ra, after)
 		if err != nil {
 			d, _ := layers[i].Digest()
 			return fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), short(d), err)
@@ -420,9 +426,6 @@ func applyLayer(ctx context.Context, rootfs string, l v1.Layer, s *layerStream, 
 	}
 	if lr.MediaType, err = l.MediaType(); err != nil {
 		return lr, fmt.Errorf("reading the layer media type: %w", err)
-	}
-	if want.Algorithm != "sha256" {
-		return lr, fmt.Errorf("diff_id %s: only sha256 diff_ids are supported", want)
 	}
 	lr.Compression = s.compression
 

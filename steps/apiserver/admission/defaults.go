@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"github.com/podlab/podlab/internal/qos"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"strconv"
 	"strings"
 
@@ -37,6 +38,10 @@ func Default(obj runtime.Object) []string {
 		return DefaultNode(o)
 	case *corev1.LimitRange:
 		return DefaultLimitRange(o)
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		return DefaultMutatingWebhookConfiguration(o)
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		return DefaultValidatingWebhookConfiguration(o)
 	case *rbacv1.RoleBinding:
 		return DefaultRoleBinding(o)
 	case *rbacv1.ClusterRoleBinding:
@@ -93,6 +98,16 @@ func (d *defaulter) set(path string, value any, why ...string) {
 // status.phase and status.qosClass. The DefaultTolerationSeconds plugin,
 // which the API server configures, is DefaultTolerationSeconds.
 func DefaultPod(p *corev1.Pod) []string {
+	notes := DecodeDefaultsPod(p)
+	notes = append(notes, ServiceAccount(p)...)
+	notes = append(notes, Priority(p)...)
+	return append(notes, PodStatusOnCreate(p)...)
+}
+
+// DecodeDefaultsPod is the part of DefaultPod that is defaulting proper:
+// SetDefaults_Pod and SetDefaults_PodSpec, which kube-apiserver runs when
+// it decodes the request, before any admission plugin.
+func DecodeDefaultsPod(p *corev1.Pod) []string {
 	d := &defaulter{}
 	spec := &p.Spec
 	d.podSpec(spec, "spec")
@@ -113,6 +128,14 @@ func DefaultPod(p *corev1.Pod) []string {
 		d.hostNetworkPorts(spec.InitContainers, "spec.initContainers")
 	}
 
+	return d.notes
+}
+
+// ServiceAccount is the ServiceAccount admission plugin (mutating): a pod
+// naming no service account gets "default".
+func ServiceAccount(p *corev1.Pod) []string {
+	d := &defaulter{}
+	spec := &p.Spec
 	// The ServiceAccount admission plugin. The real plugin also checks that
 	// the ServiceAccount exists and mounts its token as a projected volume
 	// (kube-api-access-xxxxx); podlab has no ServiceAccount objects. It
@@ -132,6 +155,14 @@ func DefaultPod(p *corev1.Pod) []string {
 		spec.DeprecatedServiceAccount = spec.ServiceAccountName
 	}
 
+	return d.notes
+}
+
+// Priority is the Priority admission plugin (mutating): a pod's priority
+// from its priorityClassName.
+func Priority(p *corev1.Pod) []string {
+	d := &defaulter{}
+	spec := &p.Spec
 	// The Priority admission plugin, with no PriorityClass objects: a pod
 	// without a class gets priority 0, the two built-in system classes their
 	// fixed values.
@@ -153,8 +184,14 @@ func DefaultPod(p *corev1.Pod) []string {
 		d.set("spec.preemptionPolicy", corev1.PreemptLowerPriority, "Priority admission")
 	}
 
-	// The pod strategy (PrepareForCreate): a new pod is Pending, and its QoS
-	// class is computed once, from its resources.
+	return d.notes
+}
+
+// PodStatusOnCreate is the pod strategy's PrepareForCreate (after mutating
+// admission in kube-apiserver): a new pod is Pending, and its QoS class is
+// computed once, from its resources.
+func PodStatusOnCreate(p *corev1.Pod) []string {
+	d := &defaulter{}
 	if p.Status.Phase == "" {
 		p.Status.Phase = corev1.PodPending
 		d.set("status.phase", corev1.PodPending)

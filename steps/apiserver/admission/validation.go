@@ -3,6 +3,7 @@ package admission
 import (
 	"errors"
 	"fmt"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"net"
 	"strings"
 
@@ -86,6 +87,8 @@ var (
 	replicaSetKind         = schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}
 	leaseKind              = schema.GroupKind{Group: coordinationv1.GroupName, Kind: "Lease"}
 	runtimeClassKind       = schema.GroupKind{Group: nodev1.GroupName, Kind: "RuntimeClass"}
+	mutatingWebhooksKind   = schema.GroupKind{Group: admissionregistrationv1.GroupName, Kind: "MutatingWebhookConfiguration"}
+	validatingWebhooksKind = schema.GroupKind{Group: admissionregistrationv1.GroupName, Kind: "ValidatingWebhookConfiguration"}
 	roleKind               = schema.GroupKind{Group: rbacv1.GroupName, Kind: "Role"}
 	clusterRoleKind        = schema.GroupKind{Group: rbacv1.GroupName, Kind: "ClusterRole"}
 	roleBindingKind        = schema.GroupKind{Group: rbacv1.GroupName, Kind: "RoleBinding"}
@@ -129,6 +132,12 @@ func validateCreate(obj runtime.Object) (schema.GroupKind, *metav1.ObjectMeta, f
 	case *nodev1.RuntimeClass:
 		errs := validateMeta(&o.ObjectMeta, false, apivalidation.NameIsDNSSubdomain)
 		return runtimeClassKind, &o.ObjectMeta, append(errs, validateRuntimeClass(o)...), nil
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		errs := validateMeta(&o.ObjectMeta, false, apivalidation.NameIsDNSSubdomain)
+		return mutatingWebhooksKind, &o.ObjectMeta, append(errs, validateWebhooks(mutatingFields(o.Webhooks))...), nil
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		errs := validateMeta(&o.ObjectMeta, false, apivalidation.NameIsDNSSubdomain)
+		return validatingWebhooksKind, &o.ObjectMeta, append(errs, validateWebhooks(validatingFields(o.Webhooks))...), nil
 	case *rbacv1.Role:
 		errs := validateMeta(&o.ObjectMeta, true, path.ValidatePathSegmentName)
 		return roleKind, &o.ObjectMeta, append(errs, validateRules(o.Rules, true)...), nil
@@ -190,6 +199,12 @@ func validateUpdate(newObj, oldObj runtime.Object) (schema.GroupKind, *metav1.Ob
 	case *coordinationv1.Lease:
 		o := oldObj.(*coordinationv1.Lease)
 		return leaseKind, &n.ObjectMeta, append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateLeaseSpec(&n.Spec)...), nil
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		o := oldObj.(*admissionregistrationv1.MutatingWebhookConfiguration)
+		return mutatingWebhooksKind, &n.ObjectMeta, append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateWebhooks(mutatingFields(n.Webhooks))...), nil
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		o := oldObj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+		return validatingWebhooksKind, &n.ObjectMeta, append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateWebhooks(validatingFields(n.Webhooks))...), nil
 	case *nodev1.RuntimeClass:
 		o := oldObj.(*nodev1.RuntimeClass)
 		errs := append(validateMetaUpdate(&n.ObjectMeta, &o.ObjectMeta), validateRuntimeClass(n)...)

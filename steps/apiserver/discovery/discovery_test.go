@@ -214,7 +214,7 @@ func TestHandler_OpenAPIV3Hash(t *testing.T) {
 		gvs = append(gvs, gv)
 	}
 	sort.Strings(gvs)
-	if want := []string{"api", "api/v1", "apis", "apis/apps", "apis/apps/v1", "apis/coordination.k8s.io", "apis/coordination.k8s.io/v1", "apis/node.k8s.io", "apis/node.k8s.io/v1", "apis/rbac.authorization.k8s.io", "apis/rbac.authorization.k8s.io/v1", "version"}; !slices.Equal(gvs, want) {
+	if want := []string{"api", "api/v1", "apis", "apis/admissionregistration.k8s.io", "apis/admissionregistration.k8s.io/v1", "apis/apps", "apis/apps/v1", "apis/coordination.k8s.io", "apis/coordination.k8s.io/v1", "apis/node.k8s.io", "apis/node.k8s.io/v1", "apis/rbac.authorization.k8s.io", "apis/rbac.authorization.k8s.io/v1", "version"}; !slices.Equal(gvs, want) {
 		t.Errorf("index lists %v, want %v", gvs, want)
 	}
 	resp, _ := get(t, srv.URL+idx.Paths["apis/apps/v1"].ServerRelativeURL, nil)

@@ -68,14 +68,16 @@ func TestKubectl_APIResources(t *testing.T) {
 		`^replicasets\s+rs\s+apps/v1\s+true\s+ReplicaSet$`,
 		`^leases\s+coordination.k8s.io/v1\s+true\s+Lease$`,
 		`^runtimeclasses\s+node.k8s.io/v1\s+false\s+RuntimeClass$`,
+		`^mutatingwebhookconfigurations\s+admissionregistration.k8s.io/v1\s+false\s+MutatingWebhookConfiguration$`,
+		`^validatingwebhookconfigurations\s+admissionregistration.k8s.io/v1\s+false\s+ValidatingWebhookConfiguration$`,
 		`^clusterroles\s+rbac.authorization.k8s.io/v1\s+false\s+ClusterRole$`,
 	} {
 		if !regexp.MustCompile(`(?m)` + want).MatchString(out) {
 			t.Errorf("kubectl api-resources: no line %s in\n%s", want, out)
 		}
 	}
-	if n := strings.Count(strings.TrimSpace(out), "\n"); n != 14 {
-		t.Errorf("kubectl api-resources: %d resources, want podlab's 14:\n%s", n, out)
+	if n := strings.Count(strings.TrimSpace(out), "\n"); n != 16 {
+		t.Errorf("kubectl api-resources: %d resources, want podlab's 16:\n%s", n, out)
 	}
 	out, err = kubectl("api-resources", "--categories", "all", "-o", "name")
 	if err != nil {

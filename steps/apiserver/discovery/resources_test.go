@@ -160,7 +160,7 @@ func TestDiscoveryClient(t *testing.T) {
 	for _, g := range groups {
 		groupNames = append(groupNames, g.Name)
 	}
-	if want := []string{"", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "node.k8s.io"}; !slices.Equal(groupNames, want) {
+	if want := []string{"", "apps", "rbac.authorization.k8s.io", "admissionregistration.k8s.io", "coordination.k8s.io", "node.k8s.io"}; !slices.Equal(groupNames, want) {
 		t.Errorf("groups %q, want %q", groupNames, want)
 	}
 	found := map[string]metav1.APIResource{}

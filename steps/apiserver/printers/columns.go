@@ -103,6 +103,12 @@ func Columns(kind string) ([]metav1.TableColumnDefinition, error) {
 			{Name: "Handler", Type: "string", Description: nodev1.RuntimeClass{}.SwaggerDoc()["handler"]},
 			age,
 		}, nil
+	case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+		return []metav1.TableColumnDefinition{
+			name,
+			{Name: "Webhooks", Type: "integer", Description: "Webhooks indicates the number of webhooks registered in this configuration"},
+			age,
+		}, nil
 	case "Role", "ClusterRole", "LimitRange":
 		return []metav1.TableColumnDefinition{
 			name,

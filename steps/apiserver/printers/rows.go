@@ -2,6 +2,7 @@ package printers
 
 import (
 	"fmt"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +49,10 @@ func Cells(obj apiserver.Object, now time.Time) ([]any, error) {
 		return []any{o.Name, holder, Age(o.CreationTimestamp, now)}, nil
 	case *nodev1.RuntimeClass:
 		return []any{o.Name, o.Handler, Age(o.CreationTimestamp, now)}, nil
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		return []any{o.Name, int64(len(o.Webhooks)), Age(o.CreationTimestamp, now)}, nil
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		return []any{o.Name, int64(len(o.Webhooks)), Age(o.CreationTimestamp, now)}, nil
 	case *rbacv1.Role, *rbacv1.ClusterRole, *corev1.LimitRange:
 		return []any{obj.GetName(), obj.GetCreationTimestamp().UTC().Format(time.RFC3339)}, nil
 	case *rbacv1.RoleBinding:

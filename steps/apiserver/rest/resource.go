@@ -96,6 +96,11 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, c *apise
 	if acc.table && info.subresource != "" {
 		acc = accept{}
 	}
+	// an admission webhook's warnings reach the client as Warning headers,
+	// as kube-apiserver sends them
+	r = r.WithContext(apiserver.WithWarnings(r.Context(), func(msg string) {
+		w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
+	}))
 	var obj apiserver.Object
 	code := http.StatusOK
 	switch {
