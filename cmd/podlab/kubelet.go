@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/remote"
@@ -56,10 +57,26 @@ REGISTRATION. It creates its Node object with what it measures here: cpu
 (the state directory's file system) and pods (110); allocatable is that less
 the default eviction thresholds (memory 100Mi, 10% of the disk). nodeInfo
 says the kernel, the OS image, kubeletVersion and containerRuntimeVersion
-(runc://VERSION); status.images lists its content store, which the
-scheduler's ImageLocality reads. The Ready condition (KubeletReady, "kubelet
-is posting ready status") gets a new lastHeartbeatTime every 10 seconds. A
+(NAME://VERSION from the runtime's CRI Version: podlab://0.15.0, or
+containerd://1.6.20); status.images lists the runtime's images (CRI
+ListImages), which the scheduler's ImageLocality reads. The Ready condition
+(KubeletReady, "kubelet is posting ready status") gets a new
+lastHeartbeatTime every 10 seconds; a runtime that does not answer CRI
+Status makes it False (KubeletNotReady, "container runtime is down"). A
 Node made by "podlab node add" keeps its declared capacity.
+
+RUNTIME. The kubelet is a CRI client: it reaches its container runtime
+over gRPC on --container-runtime-endpoint (and --image-service-endpoint),
+default the node's own socket unix://<state-dir>/nodes/NAME/cri.sock. When
+nothing answers there it starts the node's runtime, "podlab runtime --node
+NAME" (with its --runtime, --runtime-handler, --registry-mirror and
+--insecure), in a session of its own that outlives the kubelet, as
+containerd outlives a kubelet restart: its log is nodes/NAME/runtime.log,
+podlab reset stops it. Another endpoint nothing answers on is an error
+saying how to start a runtime there. With -v every CRI call is printed
+with its request and response, as crictl would show them. (The node's
+status comes over CRI today; the pod stages below still call podlab's
+runtime packages in-process, moving onto CRI next.)
 
 LEASE. Running, it also keeps the Lease kube-node-lease/NAME (holder NAME,
 leaseDurationSeconds 40, owned by its Node) and renews its renewTime every
@@ -201,6 +218,8 @@ Examples:
 		&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP and unverified TLS to registries"},
 		&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH"},
 		&cli.StringSliceFlag{Name: "runtime-handler", Usage: "NAME=PATH: a runtime handler (a RuntimeClass's handler) and its OCI runtime binary, repeatable; runc, runsc and crun are known"},
+		&cli.StringFlag{Name: "container-runtime-endpoint", Usage: "the CRI runtime's socket, unix:///PATH (default the node's own, unix://<state-dir>/nodes/NODE/cri.sock, where podlab runtime is started when nothing answers)"},
+		&cli.StringFlag{Name: "image-service-endpoint", Usage: "the CRI image service's socket (default: the runtime's)"},
 		&cli.IntFlag{Name: "port", Value: kubeletserver.DefaultPort, Usage: "the port of the kubelet's HTTPS API (logs, exec); 0: any free port"},
 		&cli.StringFlag{Name: "address", Value: "127.0.0.1", Usage: "the address the kubelet's API listens on, and the node's InternalIP"},
 		&cli.IntFlag{Name: "node-lease-duration-seconds", Value: int(kubelet.DefaultNodeLeaseDuration / time.Second), Usage: "the node Lease's duration; it is renewed every quarter of it"},
@@ -225,30 +244,44 @@ Examples:
 			}
 			defer api.Close()
 		}
-		k, err := openKubelet(c, api.endpoint())
+		// What the API server alone can refuse is refused before the
+		// kubelet connects to its runtime (which may start one).
+		var stage kubelet.StageName
+		if c.String("pod") != "" || c.String("stage") != "" {
+			if c.String("pod") == "" || c.String("stage") == "" {
+				return errors.New("--pod and --stage go together: podlab kubelet --pod web --stage pull")
+			}
+			if stage, err = kubelet.ParseStage(c.String("stage")); err != nil {
+				return err
+			}
+		}
+		node := c.String("node")
+		client, err := kubeletClient(c)
 		if err != nil {
 			return err
 		}
+		var pod *corev1.Pod
+		if stage != "" {
+			obj, err := client.Get(c.Context, "pods", namespaceOf(c), c.String("pod"))
+			if apierrors.IsForbidden(err) {
+				return fmt.Errorf("%w\n(the kubelet of node %s may read only the pods bound to it: is pod %s there and scheduled to %s? podlab get pod %s -o wide)",
+					err, node, c.String("pod"), node, c.String("pod"))
+			}
+			if err != nil {
+				return err
+			}
+			pod = obj.(*corev1.Pod)
+		}
+		k, done, err := newKubelet(c, node, client, api.endpoint())
+		if err != nil {
+			return err
+		}
+		defer done()
 		w := c.App.Writer
 		switch {
 		case c.Bool("next"):
 			return printNext(c.Context, w, k)
-		case c.String("pod") != "" || c.String("stage") != "":
-			if c.String("pod") == "" || c.String("stage") == "" {
-				return errors.New("--pod and --stage go together: podlab kubelet --pod web --stage pull")
-			}
-			stage, err := kubelet.ParseStage(c.String("stage"))
-			if err != nil {
-				return err
-			}
-			pod, err := k.Pod(c.Context, namespaceOf(c), c.String("pod"))
-			if apierrors.IsForbidden(err) {
-				return fmt.Errorf("%w\n(the kubelet of node %s may read only the pods bound to it: is pod %s there and scheduled to %s? podlab get pod %s -o wide)",
-					err, k.Node(), c.String("pod"), k.Node(), c.String("pod"))
-			}
-			if err != nil {
-				return err
-			}
+		case stage != "":
 			return runStageOf(c, k, pod, stage)
 		case c.Bool("once"):
 			fmt.Fprintf(w, "kubelet %s (as %s), once: node directory %s\n", k.Node(), kubeletUser(c), k.Layout().Dir)
@@ -323,19 +356,14 @@ func kubeletUser(c *cli.Context) string {
 	return "system:node:" + c.String("node")
 }
 
-// openKubelet makes the kubelet of --node, a client of `podlab apiserver`
-// with the node's kubeconfig (nodeKubeconfig), publishing ep (its own API)
-// in its Node.
-func openKubelet(c *cli.Context, ep kubeletEndpoint) (*kubelet.Kubelet, error) {
+// kubeletClient is the API server client of the kubelet of --node, a
+// client of `podlab apiserver` with the node's kubeconfig (nodeKubeconfig).
+func kubeletClient(c *cli.Context) (apiserver.Interface, error) {
 	node := c.String("node")
 	if err := nodeKubeconfig(c, node); err != nil {
 		return nil, err
 	}
-	client, err := componentClient(c, node, !c.Bool("once") && !c.Bool("next") && c.String("stage") == "")
-	if err != nil {
-		return nil, err
-	}
-	return newKubelet(c, node, client, ep)
+	return componentClient(c, node, !c.Bool("once") && !c.Bool("next") && c.String("stage") == "")
 }
 
 // nodeKubeconfig makes sure node has a kubeconfig when the kubelet will
@@ -365,33 +393,39 @@ func nodeKubeconfig(c *cli.Context, node string) error {
 
 // newKubelet sets up node's kubelet, acting through client, with the
 // command's flags where it has them (--runtime, --registry-mirror,
-// --insecure, --debug).
-func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kubeletEndpoint) (*kubelet.Kubelet, error) {
+// --insecure, --debug), connected to its runtime (connectRuntime). Call
+// close when done with it.
+func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kubeletEndpoint) (k *kubelet.Kubelet, close func(), err error) {
 	dir, err := stateDir(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	bin, err := runc.FindRuntime(c.String("runtime"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	handlers, err := runtimeHandlers(bin, c.StringSlice("runtime-handler"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w := c.App.Writer
 	mirror := c.String("registry-mirror")
 	if mirror == "" {
 		mirror = os.Getenv(pull.MirrorEnv)
 	}
+	conn, err := connectRuntime(c, dir, node, bin, mirror)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := kubelet.Config{
 		Node:     node,
 		StateDir: dir,
 		Client:   client,
+		CRI:      conn.Client,
 		Runtime:  bin,
 		Handlers: handlers,
 		Shim:     runc.ShimCommand(exe),
@@ -411,7 +445,60 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 	if c.Bool("debug") {
 		cfg.OnCommand = traceTo(w)
 	}
-	return kubelet.New(cfg)
+	if k, err = kubelet.New(cfg); err != nil {
+		conn.Client.Close()
+		return nil, nil, err
+	}
+	return k, func() { conn.Client.Close() }, nil
+}
+
+// connectRuntime connects node's kubelet to its container runtime, at
+// --container-runtime-endpoint and --image-service-endpoint (default the
+// node's own socket, where nothing answering means `podlab runtime --node
+// NODE` is started, with the kubelet's --runtime, --runtime-handler,
+// --registry-mirror and --insecure, as systemd starts containerd.service
+// before kubelet.service). With -v each CRI call is printed with its
+// request and response.
+func connectRuntime(c *cli.Context, dir, node, bin, mirror string) (*kubelet.RuntimeConnected, error) {
+	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
+		return nil, fmt.Errorf("node name %q: %s", node, errs[0])
+	}
+	l, err := statedir.New(dir)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	start := []string{exe, "--state-dir", dir, "runtime", "--node", node, "--runtime", bin}
+	for _, h := range c.StringSlice("runtime-handler") {
+		start = append(start, "--runtime-handler", h)
+	}
+	if mirror != "" {
+		start = append(start, "--registry-mirror", mirror)
+	}
+	if c.Bool("insecure") {
+		start = append(start, "--insecure")
+	}
+	w := c.App.Writer
+	rc := kubelet.RuntimeConnection{Node: l.Node(node), Start: start,
+		RuntimeEndpoint: c.String("container-runtime-endpoint"), ImageEndpoint: c.String("image-service-endpoint")}
+	if c.Bool("v") {
+		rc.Log = w
+	}
+	conn, err := kubelet.ConnectRuntime(c.Context, rc)
+	if err != nil {
+		return nil, err
+	}
+	endpoint := conn.Client.RuntimeEndpoint
+	if conn.Started != nil {
+		fmt.Fprintf(w, "runtime: nothing answered on %s: started node %s's runtime (pid %d, its log %s): %s\n",
+			endpoint, node, conn.Started.Pid, rc.Node.RuntimeLog(), conn.Version)
+	} else if c.Bool("v") || endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
+		fmt.Fprintf(w, "runtime: %s on %s\n", conn.Version, endpoint)
+	}
+	return conn, nil
 }
 
 // runPodStage runs one stage of the pod --pod names (in -n), on the node
@@ -444,10 +531,11 @@ func runPodStage(c *cli.Context, stage kubelet.StageName) error {
 	if err != nil {
 		return fmt.Errorf("acting as node %s's kubelet: %w", node, err)
 	}
-	k, err := newKubelet(c, node, client, kubeletEndpoint{})
+	k, done, err := newKubelet(c, node, client, kubeletEndpoint{})
 	if err != nil {
 		return err
 	}
+	defer done()
 	return runStageOf(c, k, pod, stage)
 }
 
@@ -596,10 +684,19 @@ func printNodeResult(w io.Writer, r *kubelet.NodeResult, err error) {
 	for _, cd := range n.Status.Conditions {
 		if cd.Type == corev1.NodeReady {
 			ready = fmt.Sprintf("%s=%s (%s), lastHeartbeatTime %s", cd.Type, cd.Status, cd.Reason, cd.LastHeartbeatTime.UTC().Format(time.RFC3339))
+			if cd.Status != corev1.ConditionTrue {
+				ready = fmt.Sprintf("%s=%s (%s: %s)", cd.Type, cd.Status, cd.Reason, cd.Message)
+			}
 		}
 	}
 	if r.Heartbeat {
-		return // every 10s: only a failure is worth a line
+		// every 10s: only a failure is worth a line
+		for _, cd := range n.Status.Conditions {
+			if cd.Type == corev1.NodeReady && cd.Status != corev1.ConditionTrue {
+				fmt.Fprintf(w, "node %s: %s=%s (%s): %s\n", n.Name, cd.Type, cd.Status, cd.Reason, cd.Message)
+			}
+		}
+		return
 	}
 	how := "updated Node"
 	if r.Created {

@@ -111,6 +111,7 @@ func setupStartupWith(b *testing.B, network bool) *startupFixture {
 		}
 	}
 	f.cfg = kubelet.Config{StateDir: dir, Client: node, Runtime: testenv.Runc(b), Shim: []string{podlab, "runc", "shim"}}
+	f.cfg.CRI = nodeRuntime(b, dir, apiserver.HostNode, f.cfg.Runtime, f.cfg.Shim)
 	if f.kubelet, err = kubelet.New(f.cfg); err != nil {
 		b.Fatal(err)
 	}
