@@ -203,10 +203,31 @@ type upRun struct {
 	cmLog     *lockedBuffer
 	startRV   string // the store's revision before step 1
 
+	// stageHook, when set, receives every stage the kubelets run
+	// (kubelet.Config.OnStage; see runPod).
+	stageMu   sync.Mutex
+	stageHook func(kubelet.Report)
+
 	// capture, when set, receives the in-process API server's phases of
 	// the gate (see create).
 	phaseMu sync.Mutex
 	capture func(request string, p apiserver.Phase)
+}
+
+// onStage hands a kubelet's stage to stageHook.
+func (u *upRun) onStage(r kubelet.Report) {
+	u.stageMu.Lock()
+	h := u.stageHook
+	u.stageMu.Unlock()
+	if h != nil {
+		h(r)
+	}
+}
+
+func (u *upRun) setOnStage(h func(kubelet.Report)) {
+	u.stageMu.Lock()
+	u.stageHook = h
+	u.stageMu.Unlock()
 }
 
 // onPhase hands a phase of the in-process API server's gate to capture.
@@ -811,7 +832,7 @@ func (u *upRun) kubeletFor(ctx context.Context, node string) (*kubelet.Kubelet, 
 	k, err := kubelet.New(kubelet.Config{
 		Node: node, StateDir: u.o.StateDir, Client: client, CRI: conn.Client,
 		Runtime: u.o.Runtime, Shim: u.o.Shim, Mirror: u.res.Mirror, Insecure: u.o.Insecure,
-		OnCommand: u.o.OnCommand,
+		OnCommand: u.o.OnCommand, OnStage: u.onStage,
 	})
 	if err != nil {
 		return nil, err
