@@ -68,7 +68,7 @@ func TestCRIRuntime_PodLifecycle(t *testing.T) {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "hello", Image: ref, ImagePullPolicy: corev1.PullIfNotPresent,
 			Env: []corev1.EnvVar{{Name: "GREETING", Value: "Hello from the kubelet over CRI"}}}}}}
 	c := &pod.Spec.Containers[0]
-	logRoot := filepath.Join(n.Dir, "logs", "pods")
+	logRoot := n.PodLogsDir()
 
 	// Never, before any pull: refused, as the kubelet's ErrImageNeverPull.
 	never := *c
