@@ -494,6 +494,9 @@ func connectRuntime(c *cli.Context, dir, node, bin, mirror string) (*kubelet.Run
 	} else if c.Bool("v") || endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
 		fmt.Fprintf(w, "runtime: %s on %s\n", conn.Version, endpoint)
 	}
+	if endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
+		fmt.Fprintf(w, "runtime: only the node's status comes from %s yet; the pod stages still run podlab's runtime in-process, in %s\n", endpoint, rc.Node.Dir)
+	}
 	return conn, nil
 }
 
