@@ -22,8 +22,8 @@ import (
 
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/internal/testenv/noderuntime"
 	"github.com/podlab/podlab/steps/apiserver"
-	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/runc"
@@ -166,41 +166,12 @@ func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 	return c
 }
 
-// serveRuntimeOf serves node's runtime (steps/cri, in-process) on the
-// node's own socket in the state directory dir, with runcBin, for the
-// rest of the test, and returns the kubelet's CRI client of it, as
-// ConnectRuntime makes it.
+// serveRuntimeOf serves node's runtime in the state directory dir (steps/cri,
+// in-process, on the node's socket) for the rest of the test: the kubelet's
+// CRI client of it.
 func serveRuntimeOf(t *testing.T, dir, node, runcBin string) *criremote.Client {
 	t.Helper()
-	l, err := statedir.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := l.Node(node)
-	ctx, cancel := context.WithCancel(context.Background())
-	ln, _, err := cri.Listen(ctx, n.CRISocket())
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	srv, _, err := cri.New(ctx, cri.Config{Node: n, Runtime: runcBin, Shim: []string{os.Args[0]}, Insecure: true})
-	if err != nil {
-		cancel()
-		ln.Close()
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	c, err := criremote.Dial(kubelet.DefaultRuntimeEndpoint(n), "", criremote.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		cancel()
-		<-served
-	})
-	return c
+	return noderuntime.Serve(t, statedir.Layout{Dir: dir}.Node(node), runcBin, []string{os.Args[0]})
 }
 
 // helloPod is a pod running the hello image with args, not yet created.

@@ -15,8 +15,7 @@ import (
 
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/internal/testenv/demoregistry"
-	"github.com/podlab/podlab/steps/cri"
-	"github.com/podlab/podlab/steps/kubelet/criremote"
+	"github.com/podlab/podlab/internal/testenv/noderuntime"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -30,26 +29,7 @@ func serveNodeRuntime(t *testing.T) (statedir.Node, *criRuntime) {
 		t.Fatal(err)
 	}
 	n := l.Node("node-1")
-	ctx, cancel := context.WithCancel(context.Background())
-	ln, _, err := cri.Listen(ctx, n.CRISocket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, _, err := cri.New(ctx, cri.Config{Node: n, Runtime: testenv.Runc(t), Shim: []string{os.Args[0]}, Insecure: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	c, err := criremote.Dial(DefaultRuntimeEndpoint(n), "", criremote.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		cancel()
-		<-served
-	})
+	c := noderuntime.Serve(t, n, testenv.Runc(t), []string{os.Args[0]})
 	return n, &criRuntime{rt: c.Runtime, img: c.Image}
 }
 
