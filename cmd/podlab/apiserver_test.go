@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	// Every child a test starts from this binary is podlab: the
+	// components, the shim, and the node runtime a kubelet starts.
+	os.Setenv("PODLAB_TEST_RUN_MAIN", "1")
 	os.Exit(m.Run())
 }
 

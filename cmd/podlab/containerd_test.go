@@ -40,40 +40,9 @@ func TestContainerdCommand_ForegroundAndSecondStart(t *testing.T) {
 	}
 	state := t.TempDir()
 	runc := testenv.Runc(t)
-	cmd := exec.Command(os.Args[0], "--state-dir", state, "containerd", "--runtime", runc)
-	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var out strings.Builder
-	ready := make(chan bool, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			out.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "answers CRI v1") {
-				ready <- true
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-done:
-		t.Fatalf("podlab containerd ended before it was ready:\n%s%s", out.String(), stderr.String())
-	case <-time.After(time.Minute):
-		t.Fatalf("podlab containerd not ready in a minute:\n%s%s", out.String(), stderr.String())
-	}
+	cmd, out, stderr, done := startLabContainerd(t, state, runc)
 
-	_, _, err = podlab(t, state, "containerd", "--runtime", runc)
+	_, _, err := podlab(t, state, "containerd", "--runtime", runc)
 	if err == nil || !strings.Contains(err.Error(), "a lab containerd runs already") {
 		t.Errorf("a second podlab containerd: %v, want it refused", err)
 	}
@@ -95,5 +64,84 @@ func TestContainerdCommand_ForegroundAndSecondStart(t *testing.T) {
 	}
 	if daemons, shims, _ := containerd.Processes(l); len(daemons)+len(shims) > 0 {
 		t.Errorf("left running: %v %v", daemons, shims)
+	}
+}
+
+// startLabContainerd runs `podlab containerd` on state in the background
+// until it answers CRI (stopped when the test ends): the command, its
+// output so far (complete once done is closed) and its stderr.
+func startLabContainerd(t *testing.T, state, runc string) (*exec.Cmd, *strings.Builder, *bytes.Buffer, chan struct{}) {
+	t.Helper()
+	if _, err := containerd.Find(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	cmd := exec.Command(os.Args[0], "--state-dir", state, "containerd", "--runtime", runc)
+	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	ready := make(chan bool, 1)
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		// SIGTERM first: podlab containerd stops its daemon and shims.
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+		}
+		cmd.Wait()
+	})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "answers CRI v1") {
+				ready <- true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-done:
+		t.Fatalf("podlab containerd ended before it was ready:\n%s%s", out.String(), stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("podlab containerd not ready in a minute:\n%s%s", out.String(), stderr.String())
+	}
+	return cmd, &out, &stderr, done
+}
+
+// The kubelet is a CRI client of whatever answers on
+// --container-runtime-endpoint: pointed at the lab containerd (Debian's
+// 1.6, whose CRI plugin speaks v1), it registers its Node with
+// containerd's version and starts no runtime of podlab's, and says that
+// only the node's status comes from that endpoint yet.
+func TestKubelet_ContainerdEndpoint(t *testing.T) {
+	testenv.RequireRoot(t)
+	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
+	state := testenv.StateDir(t)
+	serveAPI(t, state)
+	startLabContainerd(t, state, testenv.Runc(t))
+	sock := statedir.Layout{Dir: state}.Containerd().Socket()
+	out := mustKubeletApp(t, state, "kubelet", "--container-runtime-endpoint", "unix://"+sock, "--once")
+	for _, want := range []string{"runtime: containerd ", " on unix://" + sock, "only the node's status comes from unix://" + sock} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubelet --container-runtime-endpoint (containerd) does not say %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(statedir.Layout{Dir: state}.Node("node-1").RuntimePidFile()); err == nil {
+		t.Errorf("a podlab runtime was started although containerd answers on the endpoint")
+	}
+	desc := mustPodlab(t, state, "describe", "node", "node-1")
+	if !strings.Contains(desc, "Container Runtime Version:") || !strings.Contains(desc, "containerd://1.") {
+		t.Errorf("describe node: want containerRuntimeVersion containerd://1.x from containerd's Version:\n%s", desc)
 	}
 }

@@ -5,18 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/remote"
@@ -56,10 +53,26 @@ REGISTRATION. It creates its Node object with what it measures here: cpu
 (the state directory's file system) and pods (110); allocatable is that less
 the default eviction thresholds (memory 100Mi, 10% of the disk). nodeInfo
 says the kernel, the OS image, kubeletVersion and containerRuntimeVersion
-(runc://VERSION); status.images lists its content store, which the
-scheduler's ImageLocality reads. The Ready condition (KubeletReady, "kubelet
-is posting ready status") gets a new lastHeartbeatTime every 10 seconds. A
+(NAME://VERSION from the runtime's CRI Version: podlab://0.15.0, or
+containerd://1.6.20); status.images lists the runtime's images (CRI
+ListImages), which the scheduler's ImageLocality reads. The Ready condition
+(KubeletReady, "kubelet is posting ready status") gets a new
+lastHeartbeatTime every 10 seconds; a runtime that does not answer CRI
+Status makes it False (KubeletNotReady, "container runtime is down"). A
 Node made by "podlab node add" keeps its declared capacity.
+
+RUNTIME. The kubelet is a CRI client: it reaches its container runtime
+over gRPC on --container-runtime-endpoint (and --image-service-endpoint),
+default the node's own socket unix://<state-dir>/nodes/NAME/cri.sock. When
+nothing answers there it starts the node's runtime, "podlab runtime --node
+NAME" (with its --runtime, --runtime-handler, --registry-mirror and
+--insecure), in a session of its own that outlives the kubelet, as
+containerd outlives a kubelet restart: its log is nodes/NAME/runtime.log,
+podlab reset stops it. Another endpoint nothing answers on is an error
+saying how to start a runtime there. With -v every CRI call is printed
+with its request and response, as crictl would show them. (The node's
+status comes over CRI today; the pod stages below still call podlab's
+runtime packages in-process, moving onto CRI next.)
 
 LEASE. Running, it also keeps the Lease kube-node-lease/NAME (holder NAME,
 leaseDurationSeconds 40, owned by its Node) and renews its renewTime every
@@ -201,6 +214,8 @@ Examples:
 		&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP and unverified TLS to registries"},
 		&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary; default $PODLAB_RUNTIME, else bin/runc next to podlab, else runc on PATH"},
 		&cli.StringSliceFlag{Name: "runtime-handler", Usage: "NAME=PATH: a runtime handler (a RuntimeClass's handler) and its OCI runtime binary, repeatable; runc, runsc and crun are known"},
+		&cli.StringFlag{Name: "container-runtime-endpoint", Usage: "the CRI runtime's socket, unix:///PATH (default the node's own, unix://<state-dir>/nodes/NODE/cri.sock, where podlab runtime is started when nothing answers)"},
+		&cli.StringFlag{Name: "image-service-endpoint", Usage: "the CRI image service's socket (default: the runtime's)"},
 		&cli.IntFlag{Name: "port", Value: kubeletserver.DefaultPort, Usage: "the port of the kubelet's HTTPS API (logs, exec); 0: any free port"},
 		&cli.StringFlag{Name: "address", Value: "127.0.0.1", Usage: "the address the kubelet's API listens on, and the node's InternalIP"},
 		&cli.IntFlag{Name: "node-lease-duration-seconds", Value: int(kubelet.DefaultNodeLeaseDuration / time.Second), Usage: "the node Lease's duration; it is renewed every quarter of it"},
@@ -225,30 +240,44 @@ Examples:
 			}
 			defer api.Close()
 		}
-		k, err := openKubelet(c, api.endpoint())
+		// What the API server alone can refuse is refused before the
+		// kubelet connects to its runtime (which may start one).
+		var stage kubelet.StageName
+		if c.String("pod") != "" || c.String("stage") != "" {
+			if c.String("pod") == "" || c.String("stage") == "" {
+				return errors.New("--pod and --stage go together: podlab kubelet --pod web --stage pull")
+			}
+			if stage, err = kubelet.ParseStage(c.String("stage")); err != nil {
+				return err
+			}
+		}
+		node := c.String("node")
+		client, err := kubeletClient(c)
 		if err != nil {
 			return err
 		}
+		var pod *corev1.Pod
+		if stage != "" {
+			obj, err := client.Get(c.Context, "pods", namespaceOf(c), c.String("pod"))
+			if apierrors.IsForbidden(err) {
+				return fmt.Errorf("%w\n(the kubelet of node %s may read only the pods bound to it: is pod %s there and scheduled to %s? podlab get pod %s -o wide)",
+					err, node, c.String("pod"), node, c.String("pod"))
+			}
+			if err != nil {
+				return err
+			}
+			pod = obj.(*corev1.Pod)
+		}
+		k, done, err := newKubelet(c, node, client, api.endpoint())
+		if err != nil {
+			return err
+		}
+		defer done()
 		w := c.App.Writer
 		switch {
 		case c.Bool("next"):
 			return printNext(c.Context, w, k)
-		case c.String("pod") != "" || c.String("stage") != "":
-			if c.String("pod") == "" || c.String("stage") == "" {
-				return errors.New("--pod and --stage go together: podlab kubelet --pod web --stage pull")
-			}
-			stage, err := kubelet.ParseStage(c.String("stage"))
-			if err != nil {
-				return err
-			}
-			pod, err := k.Pod(c.Context, namespaceOf(c), c.String("pod"))
-			if apierrors.IsForbidden(err) {
-				return fmt.Errorf("%w\n(the kubelet of node %s may read only the pods bound to it: is pod %s there and scheduled to %s? podlab get pod %s -o wide)",
-					err, k.Node(), c.String("pod"), k.Node(), c.String("pod"))
-			}
-			if err != nil {
-				return err
-			}
+		case stage != "":
 			return runStageOf(c, k, pod, stage)
 		case c.Bool("once"):
 			fmt.Fprintf(w, "kubelet %s (as %s), once: node directory %s\n", k.Node(), kubeletUser(c), k.Layout().Dir)
@@ -323,19 +352,14 @@ func kubeletUser(c *cli.Context) string {
 	return "system:node:" + c.String("node")
 }
 
-// openKubelet makes the kubelet of --node, a client of `podlab apiserver`
-// with the node's kubeconfig (nodeKubeconfig), publishing ep (its own API)
-// in its Node.
-func openKubelet(c *cli.Context, ep kubeletEndpoint) (*kubelet.Kubelet, error) {
+// kubeletClient is the API server client of the kubelet of --node, a
+// client of `podlab apiserver` with the node's kubeconfig (nodeKubeconfig).
+func kubeletClient(c *cli.Context) (apiserver.Interface, error) {
 	node := c.String("node")
 	if err := nodeKubeconfig(c, node); err != nil {
 		return nil, err
 	}
-	client, err := componentClient(c, node, !c.Bool("once") && !c.Bool("next") && c.String("stage") == "")
-	if err != nil {
-		return nil, err
-	}
-	return newKubelet(c, node, client, ep)
+	return componentClient(c, node, !c.Bool("once") && !c.Bool("next") && c.String("stage") == "")
 }
 
 // nodeKubeconfig makes sure node has a kubeconfig when the kubelet will
@@ -365,40 +389,41 @@ func nodeKubeconfig(c *cli.Context, node string) error {
 
 // newKubelet sets up node's kubelet, acting through client, with the
 // command's flags where it has them (--runtime, --registry-mirror,
-// --insecure, --debug).
-func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kubeletEndpoint) (*kubelet.Kubelet, error) {
+// --insecure, --debug), connected to its runtime (connectRuntime). Call
+// close when done with it.
+func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kubeletEndpoint) (k *kubelet.Kubelet, close func(), err error) {
 	dir, err := stateDir(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	bin, err := runc.FindRuntime(c.String("runtime"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	handlers := runc.DefaultHandlers(bin)
-	var extra []runc.Handler
-	for _, s := range c.StringSlice("runtime-handler") {
-		h, err := runc.ParseHandler(s, handlers)
-		if err != nil {
-			return nil, fmt.Errorf("--runtime-handler: %w", err)
-		}
-		extra = append(extra, h)
+	handlers, err := runtimeHandlers(bin, c.StringSlice("runtime-handler"))
+	if err != nil {
+		return nil, nil, err
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w := c.App.Writer
 	mirror := c.String("registry-mirror")
 	if mirror == "" {
 		mirror = os.Getenv(pull.MirrorEnv)
 	}
+	conn, err := connectRuntime(c, dir, node, bin, mirror)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := kubelet.Config{
 		Node:     node,
 		StateDir: dir,
 		Client:   client,
+		CRI:      conn.Client,
 		Runtime:  bin,
-		Handlers: runc.MergeHandlers(handlers, extra),
+		Handlers: handlers,
 		Shim:     runc.ShimCommand(exe),
 		Mirror:   mirror,
 		Insecure: c.Bool("insecure"),
@@ -407,7 +432,7 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		SeccompDefault: c.Bool("seccomp-default"),
 		Address:        ep.Address,
 		Port:           ep.Port,
-		OnStage:        func(r kubelet.Report) { printKubeletReport(w, r) },
+		OnStage:        func(r kubelet.Report) { kubelet.WriteReport(w, r) },
 		OnNode:         func(r *kubelet.NodeResult, err error) { printNodeResult(w, r, err) },
 		OnLease:        func(r *kubelet.LeaseResult, err error) { printLeaseResult(w, r, err) },
 		// Only the kubelet command has the flag (0 elsewhere: the default).
@@ -416,7 +441,63 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 	if c.Bool("debug") {
 		cfg.OnCommand = traceTo(w)
 	}
-	return kubelet.New(cfg)
+	if k, err = kubelet.New(cfg); err != nil {
+		conn.Client.Close()
+		return nil, nil, err
+	}
+	return k, func() { conn.Client.Close() }, nil
+}
+
+// connectRuntime connects node's kubelet to its container runtime, at
+// --container-runtime-endpoint and --image-service-endpoint (default the
+// node's own socket, where nothing answering means `podlab runtime --node
+// NODE` is started, with the kubelet's --runtime, --runtime-handler,
+// --registry-mirror and --insecure, as systemd starts containerd.service
+// before kubelet.service). With -v each CRI call is printed with its
+// request and response.
+func connectRuntime(c *cli.Context, dir, node, bin, mirror string) (*kubelet.RuntimeConnected, error) {
+	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
+		return nil, fmt.Errorf("node name %q: %s", node, errs[0])
+	}
+	l, err := statedir.New(dir)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	start := []string{exe, "--state-dir", dir, "runtime", "--node", node, "--runtime", bin}
+	for _, h := range c.StringSlice("runtime-handler") {
+		start = append(start, "--runtime-handler", h)
+	}
+	if mirror != "" {
+		start = append(start, "--registry-mirror", mirror)
+	}
+	if c.Bool("insecure") {
+		start = append(start, "--insecure")
+	}
+	w := c.App.Writer
+	rc := kubelet.RuntimeConnection{Node: l.Node(node), Start: start,
+		RuntimeEndpoint: c.String("container-runtime-endpoint"), ImageEndpoint: c.String("image-service-endpoint")}
+	if c.Bool("v") {
+		rc.Log = w
+	}
+	conn, err := kubelet.ConnectRuntime(c.Context, rc)
+	if err != nil {
+		return nil, err
+	}
+	endpoint := conn.Client.RuntimeEndpoint
+	if conn.Started != nil {
+		fmt.Fprintf(w, "runtime: nothing answered on %s: started node %s's runtime (pid %d, its log %s): %s\n",
+			endpoint, node, conn.Started.Pid, rc.Node.RuntimeLog(), conn.Version)
+	} else if c.Bool("v") || endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
+		fmt.Fprintf(w, "runtime: %s on %s\n", conn.Version, endpoint)
+	}
+	if endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
+		fmt.Fprintf(w, "runtime: only the node's status comes from %s yet; the pod stages still run podlab's runtime in-process, in %s\n", endpoint, rc.Node.Dir)
+	}
+	return conn, nil
 }
 
 // runPodStage runs one stage of the pod --pod names (in -n), on the node
@@ -449,10 +530,11 @@ func runPodStage(c *cli.Context, stage kubelet.StageName) error {
 	if err != nil {
 		return fmt.Errorf("acting as node %s's kubelet: %w", node, err)
 	}
-	k, err := newKubelet(c, node, client, kubeletEndpoint{})
+	k, done, err := newKubelet(c, node, client, kubeletEndpoint{})
 	if err != nil {
 		return err
 	}
+	defer done()
 	return runStageOf(c, k, pod, stage)
 }
 
@@ -461,7 +543,7 @@ func runPodStage(c *cli.Context, stage kubelet.StageName) error {
 func runStageOf(c *cli.Context, k *kubelet.Kubelet, pod *corev1.Pod, stage kubelet.StageName) error {
 	res, err := k.RunStage(c.Context, pod, stage, c.String("container"))
 	if res != nil {
-		printKubeletReport(c.App.Writer, kubelet.Report{Pod: pod, Stage: kubelet.Stage{Name: stage, Container: c.String("container")}, Result: res, Err: err})
+		kubelet.WriteReport(c.App.Writer, kubelet.Report{Pod: pod, Stage: kubelet.Stage{Name: stage, Container: c.String("container")}, Result: res, Err: err})
 	}
 	if err != nil {
 		return err
@@ -565,27 +647,6 @@ func printLeaseResult(w io.Writer, r *kubelet.LeaseResult, err error) {
 		time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second/4)
 }
 
-// ipList is a list of IPs as one word: 10.244.0.2,fd00::2.
-func ipList(ips []net.IP) string {
-	var s []string
-	for _, ip := range ips {
-		s = append(s, ip.String())
-	}
-	return strings.Join(s, ",")
-}
-
-// printRuntimeConfig prints what the runtime did with the node's pod CIDR,
-// when it did something.
-func printRuntimeConfig(w io.Writer, node string, rc *kubelet.RuntimeConfig, err error) {
-	if err != nil {
-		fmt.Fprintf(w, "node %s: %v\n", node, err)
-		return
-	}
-	if rc != nil && rc.Changed {
-		fmt.Fprintf(w, "node %s: podCIDR %s handed to the runtime (UpdateRuntimeConfig): wrote %s\n", node, rc.PodCIDR, rc.ConfList)
-	}
-}
-
 // printNodeResult prints a registration or heartbeat.
 func printNodeResult(w io.Writer, r *kubelet.NodeResult, err error) {
 	if errors.Is(err, remote.ErrUnreachable) {
@@ -595,16 +656,25 @@ func printNodeResult(w io.Writer, r *kubelet.NodeResult, err error) {
 		fmt.Fprintf(w, "node: %v\n", err)
 		return
 	}
-	printRuntimeConfig(w, r.Node.Name, r.RuntimeConfig, r.RuntimeConfigErr)
+	kubelet.WriteRuntimeConfig(w, r.Node.Name, r.RuntimeConfig, r.RuntimeConfigErr)
 	n := r.Node
 	ready := ""
 	for _, cd := range n.Status.Conditions {
 		if cd.Type == corev1.NodeReady {
 			ready = fmt.Sprintf("%s=%s (%s), lastHeartbeatTime %s", cd.Type, cd.Status, cd.Reason, cd.LastHeartbeatTime.UTC().Format(time.RFC3339))
+			if cd.Status != corev1.ConditionTrue {
+				ready = fmt.Sprintf("%s=%s (%s: %s)", cd.Type, cd.Status, cd.Reason, cd.Message)
+			}
 		}
 	}
 	if r.Heartbeat {
-		return // every 10s: only a failure is worth a line
+		// every 10s: only a failure is worth a line
+		for _, cd := range n.Status.Conditions {
+			if cd.Type == corev1.NodeReady && cd.Status != corev1.ConditionTrue {
+				fmt.Fprintf(w, "node %s: %s=%s (%s): %s\n", n.Name, cd.Type, cd.Status, cd.Reason, cd.Message)
+			}
+		}
+		return
 	}
 	how := "updated Node"
 	if r.Created {
@@ -625,235 +695,4 @@ func qty(l corev1.ResourceList, name corev1.ResourceName) string {
 		return q.String()
 	}
 	return "-"
-}
-
-// printKubeletReport prints one stage in Kubernetes terms, with where its
-// artifacts are.
-func printKubeletReport(w io.Writer, r kubelet.Report) {
-	who := "node"
-	if r.Pod != nil {
-		who = "pod " + r.Pod.Namespace + "/" + r.Pod.Name
-	}
-	if ctr := r.Stage.Container; ctr != "" || resultContainer(r.Result) != "" {
-		if ctr == "" {
-			ctr = resultContainer(r.Result)
-		}
-		who += ", container " + ctr
-	}
-	what := string(r.Stage.Name)
-	if cri := r.Stage.Name.CRI(); cri != "" {
-		what = cri
-	}
-	if r.Err != nil && r.Result == nil {
-		fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
-		return
-	}
-	var rec *kubelet.Recording
-	switch res := r.Result.(type) {
-	case *kubelet.SandboxResult:
-		if r.Err != nil {
-			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
-		} else if res.Created {
-			fmt.Fprintf(w, "%s: %s: namespaces unshared and pinned, hostname %q\n", who, what, res.Sandbox.Hostname)
-			if u := res.Sandbox.UserNamespace; u != nil {
-				fmt.Fprintf(w, "  user namespace: uids and gids 0-65535 are host ids %d-%d (hostUsers: false)\n", u.Base(), u.Base()+kubelet.UserNamespaceLength-1)
-			}
-		} else {
-			fmt.Fprintf(w, "%s: %s: the sandbox exists\n", who, what)
-		}
-		for _, kind := range []string{"user", "net", "ipc", "uts"} {
-			if p, ok := res.Sandbox.Namespaces[kind]; ok {
-				fmt.Fprintf(w, "    %-4s %s\n", kind, p)
-			}
-		}
-		printPodCgroup(w, res.PodCgroup)
-		if res.RuntimeConfig != nil {
-			printRuntimeConfig(w, r.Pod.Spec.NodeName, res.RuntimeConfig, nil)
-		}
-		if n := res.Network; n != nil {
-			fmt.Fprintf(w, "    network: CNI ADD (%s): %s %s in %s\n", n.ConfList, n.Interface, ipList(n.IPs), n.Took.Round(time.Millisecond))
-			fmt.Fprintf(w, "    the CNI result: cat %s\n", n.ResultPath)
-		}
-		if res.NetworkNote != "" {
-			fmt.Fprintf(w, "    network: %s\n", res.NetworkNote)
-		}
-		rec = &res.Recording
-	case *kubelet.PullResult:
-		switch {
-		case r.Err != nil:
-			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s) failed: %v\n", who, what, res.Image, res.Policy, r.Err)
-		case res.Pulled:
-			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): pulled in %s, %s\n", who, what, res.Image, res.Policy,
-				res.Pull.Duration.Round(time.Millisecond), pull.HumanSize(res.Size))
-		default:
-			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): already present, not pulled\n", who, what, res.Image, res.Policy)
-		}
-		if r.Err == nil {
-			fmt.Fprintf(w, "    image %s in %s\n", res.ImageID, res.StoreDir)
-		}
-		rec = &res.Recording
-	case *kubelet.UnpackResult:
-		if r.Err != nil {
-			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
-		} else {
-			u := res.Unpack
-			fmt.Fprintf(w, "%s: %s: %d layers, %d files unpacked in %s (restart %d)\n", who, what, len(u.Layers), u.Total.Files,
-				u.Duration.Round(time.Millisecond), res.RestartCount)
-			fmt.Fprintf(w, "    rootfs %s\n", u.RootFS)
-			printRootfsSnapshotter(w, u)
-		}
-		rec = &res.Recording
-	case *kubelet.SpecResult:
-		if r.Err != nil {
-			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
-		} else {
-			fmt.Fprintf(w, "%s: %s: %s in cgroup %s\n", who, what, strings.Join(res.Spec.Process.Args, " "), res.Spec.Linux.CgroupsPath)
-			fmt.Fprintf(w, "    config.json %s\n", res.Path)
-			fmt.Fprintf(w, "    oom_score_adj %s\n", res.OOMScoreAdj)
-		}
-		rec = &res.Recording
-	case *kubelet.CreateResult:
-		if r.Err != nil {
-			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
-		} else {
-			cr := res.Created
-			printPodCgroup(w, res.PodCgroup)
-			fmt.Fprintf(w, "%s: %s: container %s created (pid %d, shim pid %d)\n", who, what, res.ContainerID, cr.Pid, cr.ShimPid)
-			fmt.Fprintf(w, "    bundle    %s\n    state     %s\n    log       %s\n", cr.Bundle, cr.StateFile, cr.LogPath)
-			for _, id := range res.Removed {
-				fmt.Fprintf(w, "    removed the older run %s\n", id)
-			}
-		}
-		rec = &res.Recording
-	case *kubelet.StartResult:
-		if r.Err != nil {
-			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
-		} else {
-			if res.State.Status == "running" {
-				fmt.Fprintf(w, "%s: %s: container %s running (pid %d)\n", who, what, res.ContainerID, res.State.Pid)
-			} else {
-				fmt.Fprintf(w, "%s: %s: container %s started, and is %s already\n", who, what, res.ContainerID, res.State.Status)
-			}
-			fmt.Fprintf(w, "    log %s (podlab logs %s)\n", res.LogPath, r.Pod.Name)
-		}
-		rec = &res.Recording
-	case *kubelet.KillResult:
-		fmt.Fprintf(w, "%s: %s: grace period %s\n", who, what, res.GracePeriod)
-		for _, s := range res.Stopped {
-			switch {
-			case s.Err != nil:
-				fmt.Fprintf(w, "    %s: %v\n", s.Container, s.Err)
-			default:
-				fmt.Fprintf(w, "    %s: %s, exited with code %d after %s\n", s.Container, strings.Join(s.Signals, " then "), s.Exit.Code, s.Took.Round(time.Millisecond))
-			}
-		}
-		rec = &res.Recording
-	case *kubelet.RemoveResult:
-		if r.Leftovers {
-			fmt.Fprintf(w, "pod uid %s: %s (%s)\n", res.UID, what, r.Stage.Why)
-		} else {
-			fmt.Fprintf(w, "%s: %s\n", who, what)
-		}
-		for _, id := range res.Containers {
-			fmt.Fprintf(w, "    runc delete %s\n", id)
-		}
-		if len(res.Cgroups) > 0 {
-			fmt.Fprintf(w, "    removed the cgroups %s\n", cgroupSummary(res.Cgroups))
-		}
-		for _, p := range res.Paths {
-			fmt.Fprintf(w, "    removed %s\n", p)
-		}
-		for _, n := range res.Network {
-			fmt.Fprintf(w, "    CNI DEL: released %s %s\n", n.Interface, ipList(n.IPs))
-		}
-		if res.Deleted {
-			fmt.Fprintf(w, "    deleted the pod from the API server (grace period 0)\n")
-		}
-		if r.Err != nil {
-			fmt.Fprintf(w, "    error: %v\n", r.Err)
-		}
-		rec = &res.Recording
-	case *kubelet.Recording: // a back-off announced
-		fmt.Fprintf(w, "%s: %s until %s: %s\n", who, r.Stage.Reason, r.Stage.Until.Format("15:04:05.000"), r.Stage.Why)
-		rec = res
-	default:
-		if r.Err != nil {
-			fmt.Fprintf(w, "%s: %s: %v\n", who, what, r.Err)
-		}
-		return
-	}
-	for _, e := range rec.Events {
-		fmt.Fprintf(w, "    event %s\n", e)
-	}
-	if rec.StatusWritten {
-		fmt.Fprintf(w, "    status: %s\n", rec.Phase)
-	}
-}
-
-// printPodCgroup says where the pod's cgroup is and what the kubelet wrote
-// into it and its QoS tier: "pod cgroup /podlab-…/kubepods/burstable/pod<uid>
-// (Burstable): cpu.shares=256 memory.limit_in_bytes=67108864".
-func printPodCgroup(w io.Writer, pc *kubelet.PodCgroup) {
-	if pc == nil {
-		return
-	}
-	settings := func(a kubelet.CgroupApplied) string {
-		var s []string
-		for _, wr := range a.Writes {
-			s = append(s, filepath.Base(wr.File)+"="+wr.Value)
-		}
-		s = append(s, a.Unset...)
-		if len(s) == 0 {
-			return "no limits"
-		}
-		return strings.Join(s, " ")
-	}
-	if !pc.Created {
-		fmt.Fprintf(w, "    pod cgroup %s (%s): exists\n", pc.Pod.Path, pc.Config.QOS)
-		return
-	}
-	if pc.Tier != nil {
-		fmt.Fprintf(w, "    QoS cgroup %s: %s\n", pc.Tier.Path, settings(*pc.Tier))
-	}
-	fmt.Fprintf(w, "    pod cgroup %s (%s): %s\n", pc.Pod.Path, pc.Config.QOS, settings(pc.Pod))
-}
-
-// cgroupSummary says which cgroups went, in how many hierarchies:
-// /sys/fs/cgroup/memory/podlab-1a2b3c4d/nodes/n/kubepods/pod1 and
-// .../cpu/podlab-1a2b3c4d/... are one cgroup,
-// /podlab-1a2b3c4d/nodes/n/kubepods/pod1, in two hierarchies (on a pure
-// cgroup v2 machine, /sys/fs/cgroup/podlab-... is the one hierarchy).
-func cgroupSummary(dirs []string) string {
-	var paths []string
-	hier := map[string]bool{}
-	for _, d := range dirs {
-		rest := "/" + strings.TrimPrefix(d, "/sys/fs/cgroup/")
-		i := strings.Index(rest, "/podlab-")
-		if i < 0 {
-			paths = append(paths, d)
-			continue
-		}
-		hier[rest[:i]] = true
-		if p := rest[i:]; !slices.Contains(paths, p) {
-			paths = append(paths, p)
-		}
-	}
-	return fmt.Sprintf("%s (in %d hierarchies)", strings.Join(paths, ", "), len(hier))
-}
-
-// resultContainer is the container a stage's result is about, if any.
-func resultContainer(res any) string {
-	switch r := res.(type) {
-	case *kubelet.PullResult:
-		return r.Container
-	case *kubelet.UnpackResult:
-		return r.Container
-	case *kubelet.SpecResult:
-		return r.Container
-	case *kubelet.CreateResult:
-		return r.Container
-	case *kubelet.StartResult:
-		return r.Container
-	}
-	return ""
 }

@@ -214,6 +214,13 @@ func TestKubeletCommand_BadInputs(t *testing.T) {
 		{"missing pod", []string{"kubelet", "--pod", "nope", "--stage", "pull"}, "no relationship found between node 'node-1' and this object"},
 		{"another node's identity", []string{"kubelet", "--node", "node-2", "--as", "system:node:node-1", "--once"}, `registering node node-2: nodes "node-2" is forbidden: node "node-1" is not allowed to modify node "node-2"`},
 		{"bad node name", []string{"kubelet", "--node", "../etc", "--once"}, "node name"},
+		// the kubelet is a CRI client: an endpoint nothing answers on is
+		// named, with how to start a runtime there, and none is started
+		{"a runtime endpoint nothing answers on", []string{"kubelet", "--container-runtime-endpoint", "unix:///nonexistent/cri.sock", "--once"},
+			"no container runtime answers on the kubelet's endpoint (--container-runtime-endpoint unix:///nonexistent/cri.sock)"},
+		{"an image endpoint nothing answers on", []string{"kubelet", "--image-service-endpoint", "unix:///nonexistent/image.sock", "--once"},
+			"(--image-service-endpoint unix:///nonexistent/image.sock)"},
+		{"a tcp runtime endpoint", []string{"kubelet", "--container-runtime-endpoint", "tcp://127.0.0.1:1", "--once"}, `scheme "tcp" is not supported`},
 		{"a stage of an unscheduled pod, by --pod", []string{"unpack", "--pod", "web"}, "pod web is not scheduled yet"},
 		{"runc start of an unscheduled pod", []string{"runc", "start", "--pod", "web"}, "pod web is not scheduled yet"},
 		{"logs of nothing", []string{"logs"}, "logs needs one pod name"},

@@ -12,6 +12,7 @@ import (
 	"github.com/podlab/podlab/steps/apiserver/rest"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
+	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/up"
 )
 
@@ -137,7 +138,7 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 	section("Pod network", res.Network)
 	section("Unmounted", res.Unmounted)
 	if len(res.Cgroups) > 0 {
-		fmt.Fprintf(w, "Removed cgroups: %s\n", cgroupSummary(res.Cgroups))
+		fmt.Fprintf(w, "Removed cgroups: %s\n", kubelet.CgroupSummary(res.Cgroups))
 	}
 	section("Cgroups left under "+statedir.Layout{Dir: dir}.CgroupRoot()+" (processes still in them: started outside podlab's runc roots?)", res.BusyCgroups)
 	section("Removed", res.Removed)

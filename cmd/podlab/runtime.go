@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 // newRuntimeCommand is `podlab runtime --node NAME`: the node's container
@@ -55,6 +57,18 @@ that podlab reset stops a runtime left running. A kubelet whose node has no
 runtime answering starts this command itself, in the background, its
 output in nodes/NAME/runtime.log.
 
+Runtime handlers are containerd's runtimes table: a RuntimeClass's handler
+names one in RunPodSandbox's runtime_handler. runc (the default), runsc
+(gVisor) and crun are known; --runtime-handler NAME=PATH adds one or points
+one at another binary, as the kubelet's flag of the same name does. An
+unknown handler fails RunPodSandbox with containerd's text.
+
+Containers' root file systems come from the node's snapshotter
+(nodes/NAME/snapshots): overlayfs where the kernel mounts it, as
+containerd's default, each layer unpacked once and every rootfs an overlay
+with an upper directory of its own; --snapshotter native makes a full copy
+per container.
+
 A socket path that is not a socket is refused and left alone; a socket
 another runtime answers on is refused, naming it; a stale socket nobody
 answers on is removed.`,
@@ -64,6 +78,8 @@ answers on is removed.`,
 			&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary (default: runc next to podlab, in bin/, or on PATH)"},
 			&cli.StringFlag{Name: "registry-mirror", Usage: "pull every image through this registry (default $" + pull.MirrorEnv + ")"},
 			&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP registries"},
+			&cli.StringSliceFlag{Name: "runtime-handler", Usage: "NAME=PATH: a runtime handler (a RuntimeClass's handler) and its OCI runtime binary, repeatable; runc, runsc and crun are known"},
+			&cli.StringFlag{Name: "snapshotter", Usage: "how containers' rootfs are made: overlayfs or native (default: overlayfs where the kernel mounts it)"},
 			&cli.StringFlag{Name: "stream-address", Value: "127.0.0.1:0", Usage: "where the streaming server (exec, attach, port-forward) listens"},
 		},
 		Action: runRuntime,
@@ -87,6 +103,16 @@ func runRuntime(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	handlers, err := runtimeHandlers(bin, c.StringSlice("runtime-handler"))
+	if err != nil {
+		return err
+	}
+	var snap unpack.Snapshotter
+	if s := c.String("snapshotter"); s != "" {
+		if snap, err = unpack.ParseSnapshotter(s); err != nil {
+			return fmt.Errorf("--snapshotter: %w", err)
+		}
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -95,7 +121,7 @@ func runRuntime(c *cli.Context) error {
 	n := l.Node(node)
 	cfg := cri.Config{Node: n, Runtime: bin, Shim: runc.ShimCommand(exe),
 		Mirror: flagOr(c, "registry-mirror", os.Getenv(pull.MirrorEnv)), Insecure: c.Bool("insecure"),
-		StreamAddress: c.String("stream-address")}
+		StreamAddress: c.String("stream-address"), Handlers: handlers, Snapshotter: snap}
 	if c.Bool("verbose") {
 		cfg.Log, cfg.OnCommand = w, traceTo(w)
 	}
@@ -128,10 +154,35 @@ func runRuntime(c *cli.Context) error {
 	fmt.Fprintf(w, "podlab runtime of node %s: CRI v1 on %s (runc %s); Ctrl-C stops\n", node, n.CRISocket(), bin)
 	fmt.Fprintf(w, "  crictl --runtime-endpoint unix://%s pods\n", n.CRISocket())
 	fmt.Fprintf(w, "records in %s, content store %s\n", n.CRIDir(), n.ContentDir())
+	var names []string
+	for _, h := range handlers {
+		names = append(names, h.Name+"="+h.Binary)
+	}
+	sn, why, _ := srv.Snapshotter()
+	if why != "" {
+		why = " (" + why + ")"
+	}
+	fmt.Fprintf(w, "runtime handlers %s; snapshotter %s%s\n", strings.Join(names, ", "), sn, why)
 	err = <-done
 	if err != nil && !errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("the runtime stopped: %w", err)
 	}
 	fmt.Fprintln(w, "stopped")
 	return nil
+}
+
+// runtimeHandlers are the handlers a node's runtime knows: the defaults
+// (runc as bin, runsc, crun) with each --runtime-handler NAME=PATH added
+// or replacing its namesake.
+func runtimeHandlers(bin string, flags []string) ([]runc.Handler, error) {
+	handlers := runc.DefaultHandlers(bin)
+	var extra []runc.Handler
+	for _, s := range flags {
+		h, err := runc.ParseHandler(s, handlers)
+		if err != nil {
+			return nil, fmt.Errorf("--runtime-handler: %w", err)
+		}
+		extra = append(extra, h)
+	}
+	return runc.MergeHandlers(handlers, extra), nil
 }

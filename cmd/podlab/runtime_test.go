@@ -2,15 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,29 +17,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/podlab/podlab/internal/testenv"
-	podregistry "github.com/podlab/podlab/steps/registry"
+	"github.com/podlab/podlab/internal/testenv/demoregistry"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 // demoRegistry is an in-process registry holding the demo images of
 // /var/lib/podlab/demo-images (make images), as HOST/podlab/hello:1.0 and
 // HOST/library/nginx:latest.
-func demoRegistry(t *testing.T) string {
-	t.Helper()
-	dir := testenv.DemoImages(t)
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
-	if _, err := podregistry.Load(context.Background(), host, dir); err != nil {
-		t.Fatal(err)
-	}
-	return host
-}
+func demoRegistry(t *testing.T) string { return demoregistry.Serve(t) }
 
 // crictl drives node-1's podlab runtime with the real crictl.
 type crictlRunner struct {
@@ -487,6 +475,37 @@ func checkNoOrphans(t *testing.T, n statedir.Node) {
 	for _, m := range mounts {
 		named("the cgroup", m.Dir(n.KubepodsCgroup()), containers)
 	}
+	// The overlayfs snapshotter: every active snapshot (a container's
+	// upper directory, keyed <sandbox>/<container>) and every rootfs mount
+	// under the node belong to a recorded container.
+	if _, err := os.Stat(n.SnapshotsDir()); err == nil {
+		snaps, err := unpack.OpenSnapshots(n.SnapshotsDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := snaps.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sn := range all {
+			if sn.Kind != unpack.Active {
+				continue
+			}
+			_, ctr, _ := strings.Cut(sn.Name, "/")
+			if _, ok := containers[ctr]; !ok {
+				t.Errorf("the active snapshot %d (%s) has no container record", sn.ID, sn.Name)
+			}
+		}
+	}
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(n.BundlesDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mi := range infos {
+		if _, ok := containers[filepath.Base(filepath.Dir(mi.Mountpoint))]; !ok {
+			t.Errorf("the mount %s (%s) has no container record", mi.Mountpoint, mi.FSType)
+		}
+	}
 }
 
 // TestRuntime_ResetStopsIt: a runtime left running (by hand, or started by
@@ -512,6 +531,35 @@ func TestRuntime_ResetStopsIt(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); !strings.HasSuffix(out.String(), "stopped\n"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the runtime did not stop on reset's SIGTERM:\n%s", out.String())
+		}
+	}
+}
+
+// podlab runtime takes the kubelet's --runtime-handler and a snapshotter,
+// and says which it serves with; bad values are refused before the socket.
+func TestRuntime_HandlersAndSnapshotter(t *testing.T) {
+	testenv.RequireRoot(t)
+	state := testenv.StateDir(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a handler without a path", []string{"--runtime-handler", "fast"}, "want NAME=PATH"},
+		{"an unknown snapshotter", []string{"--snapshotter", "zfs"}, "choose native"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := podlab(t, state, append([]string{"runtime", "--node", "node-3"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("podlab runtime %v: %v, want an error saying %q", tc.args, err, tc.want)
+			}
+		})
+	}
+	_, out := startComponent(t, state, "runtime", "--node", "node-1", "--runtime-handler", "fast=/bin/true", "--snapshotter", "native")
+	want := "fast=/bin/true; snapshotter native"
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), want); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the runtime's output:\n%s", want, out.String())
 		}
 	}
 }

@@ -353,24 +353,3 @@ func printSnapshotResult(w io.Writer, ref string, res *unpack.Result) {
 	fmt.Fprintln(w, "unpacked once (at PullImage), and a thin writable layer per container over the shared ones.")
 	fmt.Fprintf(w, "\nNext: podlab spec --bundle %s --image %s\n", res.Bundle, ref)
 }
-
-// printRootfsSnapshotter says how the kubelet's runtime made a rootfs: the
-// snapshots it reused and the overlay mount, or why it is a copy.
-func printRootfsSnapshotter(w io.Writer, u *unpack.Result) {
-	if u.Snapshot == nil {
-		fmt.Fprintf(w, "    snapshotter native: a copy of every layer")
-		if u.Fallback != "" {
-			fmt.Fprintf(w, " (%s)", u.Fallback)
-		}
-		fmt.Fprintln(w)
-		return
-	}
-	reused := 0
-	for _, l := range u.Layers {
-		if l.Reused {
-			reused++
-		}
-	}
-	fmt.Fprintf(w, "    snapshotter overlayfs: %d of %d layers already unpacked; lowers %v in %s, upper %d\n",
-		reused, len(u.Layers), u.Snapshot.Lowers, u.Snapshot.Snapshots, u.Snapshot.Active)
-}

@@ -106,7 +106,8 @@ Examples:
 			StateDir: dir, Name: c.String("name"), Namespace: c.String("namespace"), Image: c.String("image"),
 			Deployment: c.Bool("deployment"), Mirror: c.String("registry-mirror"), Insecure: c.Bool("insecure"),
 			ImagesDir: c.String("images"), Runtime: bin, Shim: runc.ShimCommand(exe),
-			OnStep: func(s up.Step) { printUpStep(w, s) },
+			RuntimeCommand: []string{exe, "--state-dir", dir, "runtime", "--runtime", bin},
+			OnStep:         func(s up.Step) { printUpStep(w, s) },
 		}
 		if c.Bool("debug") {
 			opts.OnCommand = traceTo(w)

@@ -41,8 +41,10 @@ import (
 
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/internal/testenv/noderuntime"
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 const (
@@ -111,6 +113,7 @@ func setupStartupWith(b *testing.B, network bool) *startupFixture {
 		}
 	}
 	f.cfg = kubelet.Config{StateDir: dir, Client: node, Runtime: testenv.Runc(b), Shim: []string{podlab, "runc", "shim"}}
+	f.cfg.CRI = noderuntime.Serve(b, statedir.Layout{Dir: dir}.Node(apiserver.HostNode), f.cfg.Runtime, f.cfg.Shim)
 	if f.kubelet, err = kubelet.New(f.cfg); err != nil {
 		b.Fatal(err)
 	}

@@ -36,11 +36,13 @@ import (
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/klog"
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/internal/testenv/noderuntime"
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/admission"
 	"github.com/podlab/podlab/steps/controllers"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/scheduler"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // nodeDeath is one run of the scenario: the tolerationSeconds the API
@@ -136,7 +138,8 @@ func nodeDies(tb testing.TB, o nodeDeath) nodeDeathResult {
 	stops := map[string]func(){}
 	for _, n := range nodes {
 		k, err := kubelet.New(kubelet.Config{Node: n, StateDir: dir, Client: srv.ClientFor(apiserver.NodeUser(n), "x509"),
-			Runtime: testenv.Runc(tb), Shim: []string{podlab, "runc", "shim"}, NodeLeaseDuration: 4 * time.Second})
+			Runtime: testenv.Runc(tb), Shim: []string{podlab, "runc", "shim"}, NodeLeaseDuration: 4 * time.Second,
+			CRI: noderuntime.Serve(tb, statedir.Layout{Dir: dir}.Node(n), testenv.Runc(tb), []string{podlab, "runc", "shim"})})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -30,7 +32,21 @@ func StateDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { RemoveCgroupRoot(t, l.CgroupRoot()) })
+	t.Cleanup(func() { StopRuntimes(t, l) }) // first: they hold cgroups
 	return l.Dir
+}
+
+// StopRuntimes stops the node runtimes a kubelet of the state directory l
+// started (podlab runtime --node NAME, found by nodes/NAME/runtime.pid),
+// as podlab reset does: they outlive the kubelet on purpose.
+func StopRuntimes(t testing.TB, l statedir.Layout) {
+	t.Helper()
+	pids, _ := filepath.Glob(filepath.Join(l.NodesDir(), "*", filepath.Base(l.Node("x").RuntimePidFile())))
+	for _, p := range pids {
+		if _, err := criremote.Stop(context.Background(), p, 5*time.Second); err != nil {
+			t.Errorf("stopping the runtime of %s: %v", filepath.Dir(p), err)
+		}
+	}
 }
 
 // RemoveCgroupRoot removes the cgroup root (a path such as /podlab-1a2b3c4d)

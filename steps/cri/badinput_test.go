@@ -147,9 +147,9 @@ func TestServer_BadRequests(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, "cgroup_parent"},
 		{"an unknown runtime handler", func() error {
-			_, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("gv"), RuntimeHandler: "runsc"})
+			_, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("gv"), RuntimeHandler: "nope"})
 			return err
-		}, codes.InvalidArgument, `no runtime for "runsc" is configured`},
+		}, codes.Unknown, `failed to get sandbox runtime: no runtime for "nope" is configured`},
 		{"a container config without an image", func() error {
 			c := helloConfig("")
 			_, err := n.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: c})

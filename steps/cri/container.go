@@ -66,7 +66,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	id := newID()
 	c := &containerRecord{ID: id, SandboxID: sb.ID, State: stateCreating, CreatedAt: time.Now().UnixNano(),
 		Image: cfg.Image.Image, ImageRef: img.id, RepoDigest: img.repoDigest(),
-		Bundle: s.node.CRIBundle(sb.ID, id), config: cfg}
+		Bundle: s.node.CRIBundle(sb.ID, id), RuntimeHandler: sb.RuntimeHandler, config: cfg}
 	if dir := sb.config.GetLogDirectory(); dir != "" && cfg.LogPath != "" {
 		c.LogPath = filepath.Join(dir, cfg.LogPath)
 	}
@@ -91,8 +91,20 @@ func (s *Server) create(ctx context.Context, sb *sandboxRecord, c *containerReco
 	if err := os.MkdirAll(filepath.Dir(c.Bundle), 0o700); err != nil {
 		return err
 	}
-	if _, err := unpack.Unpack(ctx, v1img, c.Bundle, unpack.Options{Force: true}); err != nil {
+	opts, err := s.rootfsOptions(c)
+	if err != nil {
+		return err
+	}
+	if sb.UserNS != nil {
+		opts.Shift = sb.UserNS.shift() // idmapped lowers, or a chowned copy
+	}
+	if _, err := unpack.Unpack(ctx, v1img, c.Bundle, opts); err != nil {
 		return fmt.Errorf("unpacking %s: %w", img.name, err)
+	}
+	if sb.UserNS != nil {
+		if err := s.openBundle(sb.UserNS, sb.ID, c.Bundle); err != nil {
+			return err
+		}
 	}
 	sp, err := s.containerSpec(ctx, c.ID, sb, c.config, img.config, c.Image, c.Bundle, runtimeOOMScoreAdj())
 	if err != nil {
@@ -101,7 +113,7 @@ func (s *Server) create(ctx context.Context, sb *sandboxRecord, c *containerReco
 	if _, err := spec.Write(c.Bundle, sp); err != nil {
 		return err
 	}
-	if _, err := s.rt.Create(ctx, c.ID, c.Bundle); err != nil {
+	if _, err := s.rtOf(c).Create(ctx, c.ID, c.Bundle); err != nil {
 		return err
 	}
 	if c.LogPath != "" {
@@ -111,7 +123,7 @@ func (s *Server) create(ctx context.Context, sb *sandboxRecord, c *containerReco
 			return err
 		}
 		_ = os.Remove(c.LogPath)
-		if err := os.Symlink(s.rt.LogPath(c.ID), c.LogPath); err != nil {
+		if err := os.Symlink(s.rtOf(c).LogPath(c.ID), c.LogPath); err != nil {
 			return fmt.Errorf("linking the log %s: %w", c.LogPath, err)
 		}
 	}
@@ -127,7 +139,10 @@ func (s *Server) create(ctx context.Context, sb *sandboxRecord, c *containerReco
 func (s *Server) cleanContainer(ctx context.Context, c *containerRecord, halfMade bool) error {
 	var errs []error
 	s.waitShim(ctx, c.ID)
-	if _, err := s.rt.Delete(ctx, c.ID, true); err != nil && !errors.Is(err, runc.ErrContainerNotFound) {
+	if _, err := s.rtOf(c).Delete(ctx, c.ID, true); err != nil && !errors.Is(err, runc.ErrContainerNotFound) {
+		errs = append(errs, err)
+	}
+	if err := s.removeRootfs(c); err != nil {
 		errs = append(errs, err)
 	}
 	rootfs := filepath.Join(c.Bundle, spec.RootfsDir)
@@ -160,7 +175,7 @@ func (s *Server) cleanContainer(ctx context.Context, c *containerRecord, halfMad
 // still running `runc create` for the container: the shim outlives the
 // runtime (as containerd's do), and what it makes must be there to remove.
 func (s *Server) waitShim(ctx context.Context, id string) {
-	b, err := os.ReadFile(filepath.Join(s.rt.ContainerDir(id), "shim.pid"))
+	b, err := os.ReadFile(filepath.Join(s.rtByID(id).ContainerDir(id), "shim.pid"))
 	if err != nil {
 		return
 	}
@@ -172,8 +187,8 @@ func (s *Server) waitShim(ctx context.Context, id string) {
 		if unix.Kill(pid, 0) != nil {
 			return // the shim is gone
 		}
-		if _, err := os.Stat(s.rt.StateFile(id)); err == nil {
-			if _, err := os.Stat(filepath.Join(s.rt.ContainerDir(id), "container.pid")); err == nil {
+		if _, err := os.Stat(s.rtByID(id).StateFile(id)); err == nil {
+			if _, err := os.Stat(filepath.Join(s.rtByID(id).ContainerDir(id), "container.pid")); err == nil {
 				return // runc create is done: runc knows it, the pid is written
 			}
 		}
@@ -200,7 +215,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if st := s.containerState(ctx, c); st.State != runtimeapi.ContainerState_CONTAINER_CREATED {
 		return nil, status.Errorf(codes.FailedPrecondition, "container %s is in %s state: only a created container starts", c.ID, st.State)
 	}
-	if _, err := s.rt.Start(ctx, c.ID); err != nil {
+	if _, err := s.rtOf(c).Start(ctx, c.ID); err != nil {
 		return nil, status.Errorf(codes.Unknown, "failed to start container %q: %v", c.ID, err)
 	}
 	c.StartedAt = time.Now().UnixNano()
@@ -228,15 +243,15 @@ func (s *Server) stopContainer(ctx context.Context, c *containerRecord, timeout 
 	wait := func(d time.Duration) bool {
 		wctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		_, err := s.rt.Wait(wctx, c.ID)
+		_, err := s.rtOf(c).Wait(wctx, c.ID)
 		return err == nil
 	}
 	if timeout > 0 && st.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-		if err := s.rt.Kill(ctx, c.ID, stopSignal(c.config)); err == nil && wait(time.Duration(timeout)*time.Second) {
+		if err := s.rtOf(c).Kill(ctx, c.ID, stopSignal(c.config)); err == nil && wait(time.Duration(timeout)*time.Second) {
 			return nil
 		}
 	}
-	if err := s.rt.Kill(ctx, c.ID, "SIGKILL"); err != nil {
+	if err := s.rtOf(c).Kill(ctx, c.ID, "SIGKILL"); err != nil {
 		if wait(100 * time.Millisecond) {
 			return nil
 		}
@@ -301,7 +316,7 @@ func (s *Server) containerState(ctx context.Context, c *containerRecord) *runtim
 		st.ImageRef = c.ImageRef
 	}
 	if st.LogPath == "" {
-		st.LogPath = s.rt.LogPath(c.ID)
+		st.LogPath = s.rtOf(c).LogPath(c.ID)
 	}
 	for _, m := range c.config.Mounts {
 		st.Mounts = append(st.Mounts, m)
@@ -310,7 +325,7 @@ func (s *Server) containerState(ctx context.Context, c *containerRecord) *runtim
 		st.Reason = "Creating"
 		return st
 	}
-	rs, err := s.rt.State(ctx, c.ID)
+	rs, err := s.rtOf(c).State(ctx, c.ID)
 	if err != nil {
 		st.Reason, st.Message = "Unknown", err.Error()
 		return st
@@ -345,8 +360,8 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	resp := &runtimeapi.ContainerStatusResponse{Status: s.containerState(ctx, c)}
 	if req.Verbose {
 		info := map[string]any{"sandboxID": c.SandboxID, "record": s.rec.containerPath(c.ID), "bundle": c.Bundle,
-			"config": filepath.Join(c.Bundle, spec.ConfigFile), "runtimeDir": s.rt.ContainerDir(c.ID), "log": s.rt.LogPath(c.ID)}
-		if rs, err := s.rt.State(ctx, c.ID); err == nil {
+			"config": filepath.Join(c.Bundle, spec.ConfigFile), "runtimeDir": s.rtOf(c).ContainerDir(c.ID), "log": s.rtOf(c).LogPath(c.ID)}
+		if rs, err := s.rtOf(c).State(ctx, c.ID); err == nil {
 			info["pid"], info["shimPid"], info["runcState"] = rs.Pid, rs.ShimPid, rs.StateFile
 		}
 		if sp, err := spec.Read(c.Bundle); err == nil {
@@ -402,7 +417,7 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	if r == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
-	args := []string{"--root", s.rt.RootDir(), "update"}
+	args := []string{"--root", s.rtOf(c).RootDir(), "update"}
 	add := func(flag string, v int64) {
 		if v != 0 {
 			args = append(args, flag, strconv.FormatInt(v, 10))
@@ -420,9 +435,9 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	}
 	args = append(args, c.ID)
 	if s.cfg.OnCommand != nil {
-		s.cfg.OnCommand(append([]string{s.cfg.Runtime}, args...))
+		s.cfg.OnCommand(append([]string{s.rtOf(c).Binary}, args...))
 	}
-	if out, err := exec.CommandContext(ctx, s.cfg.Runtime, args...).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, s.rtOf(c).Binary, args...).CombinedOutput(); err != nil {
 		return nil, status.Errorf(codes.Unknown, "failed to update resources of container %q: %v: %s", c.ID, err, strings.TrimSpace(string(out)))
 	}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil

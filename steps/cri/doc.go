@@ -6,9 +6,13 @@
 // the same stages a learner runs by hand:
 //
 //	RunPodSandbox    pin the pod's net, ipc and uts namespaces (as CRI-O's
-//	                 pinns: no pause process), CNI ADD through steps/cni
+//	                 pinns: no pause process), inside a user namespace of
+//	                 userns_options' mappings for hostUsers: false
+//	                 (userns.go), CNI ADD through steps/cni; the
+//	                 runtime_handler picks runc, runsc or crun (handlers.go)
 //	PullImage        steps/pull into the node's content store
-//	CreateContainer  steps/unpack into a bundle, the OCI spec from the
+//	CreateContainer  steps/unpack into a bundle through the node's
+//	                 snapshotter (rootfs.go), the OCI spec from the
 //	                 ContainerConfig (steps/spec and its options), then a
 //	                 shim runs `runc create` (steps/runc)
 //	StartContainer   `runc start`
@@ -49,8 +53,13 @@
 //	              create killed half-way is cleaned when the server starts
 //	              again (runc's container, cgroups, bundle, namespaces)
 //
-// Runtime handlers: "" and "runc" only (another handler gets containerd's
-// `no runtime for "NAME" is configured`).
+//	handlers.go   the runtimes table (containerd's [...runtimes.NAME]):
+//	              runc.DefaultHandlers (runc, runsc, crun) or
+//	              Config.Handlers; an unknown runtime_handler gets
+//	              containerd's `no runtime for "NAME" is configured`
+//	rootfs.go     the snapshotter (containerd's default, overlayfs,
+//	              where the kernel mounts it; else native), the active
+//	              snapshot of a container keyed <sandbox>/<container>
 //
 // RPCs the kubelet v1.37 may call that answer Unimplemented:
 // StreamPodSandboxes, StreamContainers, StreamContainerStats,

@@ -2,21 +2,16 @@ package cri
 
 import (
 	"context"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/testenv"
-	podregistry "github.com/podlab/podlab/steps/registry"
+	"github.com/podlab/podlab/internal/testenv/demoregistry"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -28,32 +23,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// demoImagesDir is where `make images` put the demo images.
-func demoImagesDir(t testing.TB) string {
-	for _, d := range []string{os.Getenv("PODLAB_DEMO_IMAGES"), "/var/lib/podlab/demo-images"} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "index.json")); err == nil {
-			return d
-		}
-	}
-	testenv.Missing(t, "no demo images in /var/lib/podlab/demo-images: run `make images`")
-	return ""
-}
-
 // labRegistry is an in-process registry (ggcr's) holding the demo images:
 // it answers host/podlab/hello:1.0 and host/library/nginx:latest.
-func labRegistry(t testing.TB) string {
-	t.Helper()
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
-	if _, err := podregistry.Load(context.Background(), host, demoImagesDir(t)); err != nil {
-		t.Fatalf("loading the demo images into the test registry: %v", err)
-	}
-	return host
-}
+func labRegistry(t testing.TB) string { return demoregistry.Serve(t) }
 
 // node is a runtime serving on its socket, and CRI clients of it over
 // the socket.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -30,16 +31,17 @@ func cloneFlag(kind string) int {
 	return 0
 }
 
-// pinNamespaces makes namespaces of kinds (net, ipc, uts), pinned at
-// paths[kind], with lo up in the network namespace and hostname in the UTS
-// namespace. On failure it removes what it made.
-func pinNamespaces(kinds []string, paths map[string]string, hostname string) error {
+// pinNamespaces makes namespaces of kinds (net, ipc, uts; user first when
+// u is set), pinned at paths[kind], with lo up in the network namespace
+// and hostname in the UTS namespace. With u, a child clones them all,
+// owned by the new user namespace (pinInUserNamespace), and a thread joins
+// the pinned network and UTS namespaces to set them up; without, a locked
+// OS thread unshares them. On failure it removes what it made.
+func pinNamespaces(kinds []string, paths map[string]string, hostname string, u *userNamespace) error {
 	if len(kinds) == 0 {
 		return nil
 	}
-	flags := 0
 	for _, k := range kinds {
-		flags |= cloneFlag(k)
 		p := paths[k]
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
@@ -49,6 +51,18 @@ func pinNamespaces(kinds []string, paths map[string]string, hostname string) err
 			return err
 		}
 		f.Close()
+	}
+	threadKinds := kinds
+	if u != nil {
+		if err := pinInUserNamespace(u, kinds, paths); err != nil {
+			_, _ = unpinNamespaces(paths)
+			return err
+		}
+		threadKinds = slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k != "net" && k != "uts" })
+	}
+	flags := 0
+	for _, k := range threadKinds {
+		flags |= cloneFlag(k)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -66,7 +80,7 @@ func pinNamespaces(kinds []string, paths map[string]string, hostname string) err
 				runtime.UnlockOSThread()
 			}
 		}()
-		for _, k := range kinds {
+		for _, k := range threadKinds {
 			fd, err := unix.Open("/proc/thread-self/ns/"+k, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				done <- fmt.Errorf("opening the thread's %s namespace: %w", k, err)
@@ -83,7 +97,11 @@ func pinNamespaces(kinds []string, paths map[string]string, hostname string) err
 				}
 				restored = true
 			}()
-			if err := unix.Unshare(flags); err != nil {
+			if u != nil {
+				if err := joinNamespaces(threadKinds, paths); err != nil {
+					return err
+				}
+			} else if err := unix.Unshare(flags); err != nil {
 				return fmt.Errorf("unshare(%s): %w", strings.Join(kinds, ", "), err)
 			}
 			if flags&unix.CLONE_NEWUTS != 0 && hostname != "" {
@@ -95,6 +113,9 @@ func pinNamespaces(kinds []string, paths map[string]string, hostname string) err
 				if err := loopbackUp(); err != nil {
 					return fmt.Errorf("bringing up lo in the pod's network namespace: %w", err)
 				}
+			}
+			if u != nil {
+				return nil // pinned already
 			}
 			tid := unix.Gettid()
 			for _, k := range kinds {
@@ -109,6 +130,23 @@ func pinNamespaces(kinds []string, paths map[string]string, hostname string) err
 	if err := <-done; err != nil {
 		_, _ = unpinNamespaces(paths)
 		return err
+	}
+	return nil
+}
+
+// joinNamespaces moves the calling thread into the pinned namespaces of
+// kinds.
+func joinNamespaces(kinds []string, paths map[string]string) error {
+	for _, k := range kinds {
+		fd, err := unix.Open(paths[k], unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		err = unix.Setns(fd, 0)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("joining the %s namespace at %s: %w", k, paths[k], err)
+		}
 	}
 	return nil
 }

@@ -105,6 +105,13 @@ func (s *Server) containerSpec(ctx context.Context, id string, sb *sandboxRecord
 		AnnotationContainerName:    cfg.GetMetadata().GetName(),
 		AnnotationImageName:        imageName,
 	}
+	if gVisor(s.handler(sb.RuntimeHandler)) {
+		// runsc reads these to put a "container" into the gVisor sandbox
+		// of its pause container; podlab's sandboxes have none (the
+		// namespaces are pinned), so each container is a sandbox of its own.
+		delete(annotations, AnnotationContainerType)
+		delete(annotations, AnnotationSandboxID)
+	}
 	for k, v := range cfg.Annotations {
 		if _, ours := annotations[k]; !ours {
 			annotations[k] = v
@@ -119,6 +126,21 @@ func (s *Server) containerSpec(ctx context.Context, id string, sb *sandboxRecord
 		withSecurity(sc),
 		spec.WithSeccomp(seccompType, seccompPath),
 		oci.WithAnnotations(annotations),
+	}
+	if u := sb.UserNS; u != nil {
+		// after the mounts it idmaps: the runtime's files for the pod
+		uids, gids := u.mappings()
+		var own []string
+		for _, m := range mounts {
+			if strings.HasPrefix(m.Source, s.node.PodDir(sb.ID)+"/") {
+				own = append(own, m.Destination)
+			}
+		}
+		list = append(list, spec.WithUserNamespace(sb.Namespaces["user"], uids, gids), spec.WithIDMappedMounts(own...))
+	}
+	if v := s.handler(sb.RuntimeHandler).SpecVersion; v != "" {
+		// the version the sandbox's runtime accepts (crun 1.8.1: up to 1.1)
+		list = append(list, spec.WithOCIVersion(v))
 	}
 	if err := oci.ApplyOpts(ctx, nil, &containers.Container{ID: id}, sp, list...); err != nil {
 		return nil, err

@@ -44,6 +44,9 @@ type sandboxRecord struct {
 	IPs []string `json:"ips,omitempty"`
 	// Network is the CNI network's name, when attached.
 	Network string `json:"network,omitempty"`
+	// UserNS is the sandbox's own user namespace (userns_options mode
+	// POD), pinned at Namespaces["user"]; nil: the host's.
+	UserNS *userNamespace `json:"userNamespace,omitempty"`
 
 	config *runtimeapi.PodSandboxConfig
 }
@@ -68,6 +71,9 @@ type containerRecord struct {
 	// LogPath is log_directory/log_path of the sandbox and container
 	// configs; empty when they name none.
 	LogPath string `json:"logPath,omitempty"`
+	// RuntimeHandler is its sandbox's handler (runc when empty): the
+	// runtime that runs it.
+	RuntimeHandler string `json:"runtimeHandler,omitempty"`
 
 	config *runtimeapi.ContainerConfig
 }

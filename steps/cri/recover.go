@@ -39,8 +39,8 @@ func (s *Server) cleanHalfMade(ctx context.Context) ([]Cleaned, error) {
 		if _, err := os.Stat(c.Bundle); err == nil {
 			cl.Removed = append(cl.Removed, c.Bundle)
 		}
-		if _, err := os.Stat(s.rt.ContainerDir(id)); err == nil {
-			cl.Removed = append(cl.Removed, s.rt.ContainerDir(id))
+		if _, err := os.Stat(s.rtOf(c).ContainerDir(id)); err == nil {
+			cl.Removed = append(cl.Removed, s.rtOf(c).ContainerDir(id))
 		}
 		if err := s.removeContainer(ctx, c); err != nil {
 			errs = append(errs, fmt.Errorf("cleaning the half-made container %s: %w", id, err))

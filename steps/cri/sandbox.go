@@ -17,15 +17,6 @@ import (
 	"github.com/podlab/podlab/steps/cni"
 )
 
-// checkHandler accepts the runtime handlers this runtime has: "" (the
-// default) and "runc".
-func checkHandler(h string) error {
-	if h == "" || h == "runc" {
-		return nil
-	}
-	return status.Errorf(codes.InvalidArgument, "failed to get sandbox runtime: no runtime for %q is configured", h)
-}
-
 // sandboxKinds are the namespaces a sandbox pins: net and uts unless the
 // pod uses the node's network, ipc unless it uses the node's IPC.
 func sandboxKinds(cfg *runtimeapi.PodSandboxConfig) []string {
@@ -54,10 +45,8 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if p := cfg.GetLinux().GetCgroupParent(); p != "" && (!strings.HasPrefix(p, "/") || filepath.Clean(p) != p) {
 		return status.Errorf(codes.InvalidArgument, "cgroup_parent %q: must be a clean absolute cgroupfs path such as /kubepods/besteffort/pod<uid> (podlab's runc uses the cgroupfs driver)", p)
 	}
-	if u := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.Mode == runtimeapi.NamespaceMode_POD {
-		return status.Error(codes.Unimplemented, "user namespaces (hostUsers: false) are not in podlab's CRI runtime yet; the kubelet's in-process stages have them")
-	}
-	return nil
+	_, err := sandboxUserNamespace(cfg)
+	return err
 }
 
 // hostname is the pod's hostname: the config's, else its name.
@@ -75,8 +64,17 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := validateSandboxConfig(cfg); err != nil {
 		return nil, err
 	}
-	if err := checkHandler(req.RuntimeHandler); err != nil {
+	// The record keeps the handler as asked ("" for the default, as
+	// containerd reports it: crictl pods shows "(default)").
+	h, _, err := s.sandboxRuntime(req.RuntimeHandler)
+	if err != nil {
 		return nil, err
+	}
+	userns, _ := sandboxUserNamespace(cfg) // validated above
+	if userns != nil {
+		if err := checkUserNamespaceSupport(h); err != nil {
+			return nil, status.Errorf(codes.Unknown, "failed to create sandbox for pod %q: %v", cfg.Metadata.Name, err)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -88,11 +86,14 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	id := newID()
 	sb := &sandboxRecord{ID: id, State: stateCreating, CreatedAt: time.Now().UnixNano(),
 		RuntimeHandler: req.RuntimeHandler, config: cfg, Namespaces: map[string]string{},
-		CgroupParent: cfg.GetLinux().GetCgroupParent()}
+		CgroupParent: cfg.GetLinux().GetCgroupParent(), UserNS: userns}
 	if sb.CgroupParent == "" {
 		sb.CgroupParent = s.node.KubepodsCgroup()
 	}
 	kinds := sandboxKinds(cfg)
+	if userns != nil {
+		kinds = append([]string{"user"}, kinds...)
+	}
 	for _, k := range kinds {
 		sb.Namespaces[k] = s.node.NamespaceFile(k, id)
 	}
@@ -109,11 +110,21 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 		return nil, status.Errorf(codes.Unknown, "failed to create sandbox for pod %q: %v", m.Name, errors.Join(err, cerr))
 	}
-	if err := pinNamespaces(kinds, sb.Namespaces, hostname(cfg)); err != nil {
+	if userns != nil {
+		if err := s.openForUserns(userns); err != nil {
+			return fail(err)
+		}
+	}
+	if err := pinNamespaces(kinds, sb.Namespaces, hostname(cfg), userns); err != nil {
 		return fail(err)
 	}
 	if err := s.writePodFiles(sb); err != nil {
 		return fail(err)
+	}
+	if userns != nil {
+		if err := checkIDMappedMounts(s.node.PodDir(id), sb.Namespaces["user"]); err != nil {
+			return fail(err)
+		}
 	}
 	if netns, ok := sb.Namespaces["net"]; ok {
 		if s.network.Configured() {
@@ -272,6 +283,9 @@ func (s *Server) removeSandbox(ctx context.Context, sb *sandboxRecord) error {
 		}
 	}
 	if _, err := s.teardownSandbox(ctx, sb); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.removeSandboxSnapshots(sb.ID); err != nil {
 		errs = append(errs, err)
 	}
 	for _, p := range []string{s.node.PodBundles(sb.ID), s.node.PodDir(sb.ID)} {

@@ -28,6 +28,7 @@ import (
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 // Name and Version are what Version answers (RuntimeName, RuntimeVersion).
@@ -60,6 +61,12 @@ type Config struct {
 	Log io.Writer
 	// OnCommand, when set, receives every runc command line.
 	OnCommand func(argv []string)
+	// Handlers are the runtime handlers (containerd's runtimes table);
+	// default runc.DefaultHandlers(Runtime). One must be runc's.
+	Handlers []runc.Handler
+	// Snapshotter is how containers' rootfses are made; default overlayfs
+	// where the kernel has it (unpack.DefaultSnapshotter), else native.
+	Snapshotter unpack.Snapshotter
 }
 
 // Server is a node's CRI runtime. New makes it; Serve answers on a
@@ -68,13 +75,17 @@ type Server struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	runtimeapi.UnimplementedImageServiceServer
 
-	cfg     Config
-	node    statedir.Node
-	rec     records
-	store   *pull.Store
-	rt      *runc.Runtime
-	network *cni.Network
-	stream  *streamServer
+	cfg   Config
+	node  statedir.Node
+	rec   records
+	store *pull.Store
+	rt    *runc.Runtime // the default handler's (runc)
+	// handlers and runtimes are the handler table: a runtime per handler.
+	handlers []runc.Handler
+	runtimes map[string]*runc.Runtime
+	snap     snapshotter
+	network  *cni.Network
+	stream   *streamServer
 
 	// mu serializes the calls that make or remove things; reads go
 	// unlocked against records written atomically.
@@ -111,16 +122,23 @@ func New(ctx context.Context, cfg Config) (*Server, []Cleaned, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	r := n.Runtime()
+	if len(cfg.Handlers) == 0 {
+		cfg.Handlers = runc.DefaultHandlers(cfg.Runtime)
+	}
+	runtimes, err := handlerRuntimes(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	s := &Server{
-		cfg:     cfg,
-		node:    n,
-		rec:     records{sandboxes: n.CRISandboxesDir(), containers: n.CRIContainersDir()},
-		store:   store,
-		network: network,
-		rt: &runc.Runtime{Binary: cfg.Runtime, Root: r.RuncRoot(), StateDir: r.Dir,
-			CgroupParent: n.KubepodsCgroup(), Shim: cfg.Shim, OnCommand: cfg.OnCommand},
-		closed: make(chan struct{}),
+		cfg:      cfg,
+		node:     n,
+		rec:      records{sandboxes: n.CRISandboxesDir(), containers: n.CRIContainersDir()},
+		store:    store,
+		network:  network,
+		rt:       runtimes[runc.DefaultHandler],
+		handlers: cfg.Handlers,
+		runtimes: runtimes,
+		closed:   make(chan struct{}),
 	}
 	cleaned, err := s.cleanHalfMade(ctx)
 	if err != nil {

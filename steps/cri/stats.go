@@ -41,7 +41,7 @@ func (s *Server) containerStats(ctx context.Context, c *containerRecord) *runtim
 	used, inodes := dirUsage(filepath.Join(c.Bundle, "rootfs"))
 	st.WritableLayer = &runtimeapi.FilesystemUsage{Timestamp: now, FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: c.Bundle},
 		UsedBytes: &runtimeapi.UInt64Value{Value: used}, InodesUsed: &runtimeapi.UInt64Value{Value: inodes}}
-	out, err := exec.CommandContext(ctx, s.cfg.Runtime, "--root", s.rt.RootDir(), "events", "--stats", c.ID).Output()
+	out, err := exec.CommandContext(ctx, s.rtOf(c).Binary, "--root", s.rtOf(c).RootDir(), "events", "--stats", c.ID).Output()
 	if err != nil {
 		return st
 	}

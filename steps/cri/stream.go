@@ -92,7 +92,7 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 		defer cancel()
 	}
 	var stdout, stderr bytes.Buffer
-	code, err := s.rt.Exec(ctx, c.ID, req.Cmd, runc.ExecOptions{IO: runc.IO{Stdout: &stdout, Stderr: &stderr}})
+	code, err := s.rtOf(c).Exec(ctx, c.ID, req.Cmd, runc.ExecOptions{IO: runc.IO{Stdout: &stdout, Stderr: &stderr}})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, status.Errorf(codes.DeadlineExceeded, "command %q timed out after %ds", req.Cmd, req.Timeout)
@@ -159,7 +159,7 @@ func (st *streamServer) Exec(ctx context.Context, id string, cmd []string, in io
 	if tty {
 		code, err = st.execTTY(ctx, id, cmd, opts, resize)
 	} else {
-		code, err = st.s.rt.Exec(ctx, id, cmd, opts)
+		code, err = st.s.rtByID(id).Exec(ctx, id, cmd, opts)
 	}
 	if err != nil {
 		return err
@@ -216,7 +216,7 @@ func (st *streamServer) execTTY(ctx context.Context, id string, cmd []string, op
 		}
 		_, _ = io.Copy(w, leader)
 	}()
-	code, err := st.s.rt.Exec(ctx, id, cmd, opts)
+	code, err := st.s.rtByID(id).Exec(ctx, id, cmd, opts)
 	follower.Close()
 	select {
 	case <-copied:
@@ -257,7 +257,7 @@ func (st *streamServer) Attach(ctx context.Context, id string, in io.Reader, out
 	if out == nil {
 		return errors.New("attach: no output stream asked for")
 	}
-	return st.s.rt.Logs(ctx, id, out, runc.LogsOptions{Follow: true})
+	return st.s.rtByID(id).Logs(ctx, id, out, runc.LogsOptions{Follow: true})
 }
 
 // PortForward is streaming.Runtime's: a connection to 127.0.0.1:port made

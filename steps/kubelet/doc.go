@@ -27,15 +27,22 @@
 // container, on a pseudo-terminal the kubelet holds for -t); the Node it
 // registers publishes the endpoint (Config.Address, Config.Port).
 //
-// podlab has no containerd: the kubelet calls podlab's runtime packages
-// (steps/pull, steps/unpack, steps/spec, steps/runc) in-process, where a real
-// kubelet would make a CRI call over gRPC. Its CRI client is in place
-// (ConnectRuntime, package criremote: the RuntimeService and ImageService
+// The kubelet is a CRI client of its node's runtime (Config.CRI, made by
+// ConnectRuntime, package criremote: the RuntimeService and ImageService
 // clients over --container-runtime-endpoint and --image-service-endpoint,
 // each call narrated with its request and response, and the node's own
 // runtime, podlab runtime --node NAME, started as a process of its own
-// when nothing answers on <node>/cri.sock); the sync loop moves onto it
-// next.
+// when nothing answers on <node>/cri.sock). The node's status comes over
+// it: Version (nodeInfo.containerRuntimeVersion), Status (a runtime down
+// makes the node NotReady), ListImages (status.images). The pod stages
+// still call podlab's runtime packages (steps/pull, steps/unpack,
+// steps/spec, steps/runc) in-process, where a real kubelet makes CRI
+// calls; they move onto the client next. What they will call is in place,
+// in kuberuntime's terms (kuberuntime.go: createPodSandbox,
+// ensureImageExists, startContainer, podStatus by the pod's labels,
+// killPod, removePod), with the configs the real kubelet sends
+// (sandboxconfig.go's generatePodSandboxConfig, containerconfig.go's
+// generateContainerConfig).
 //
 // # One directory per node
 //

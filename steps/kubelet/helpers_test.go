@@ -22,9 +22,12 @@ import (
 
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/internal/testenv/noderuntime"
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // TestMain turns the test binary into podlab's shim when the runtime starts
@@ -140,6 +143,7 @@ func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 			c.mu.Unlock()
 		},
 	}
+	cfg.CRI = serveRuntimeOf(t, c.dir, apiserver.HostNode, c.runc)
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -160,6 +164,14 @@ func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 		srv.Close()
 	})
 	return c
+}
+
+// serveRuntimeOf serves node's runtime in the state directory dir (steps/cri,
+// in-process, on the node's socket) for the rest of the test: the kubelet's
+// CRI client of it.
+func serveRuntimeOf(t *testing.T, dir, node, runcBin string) *criremote.Client {
+	t.Helper()
+	return noderuntime.Serve(t, statedir.Layout{Dir: dir}.Node(node), runcBin, []string{os.Args[0]})
 }
 
 // helloPod is a pod running the hello image with args, not yet created.

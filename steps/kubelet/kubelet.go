@@ -12,6 +12,7 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/cni"
+	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/unpack"
@@ -36,6 +37,12 @@ type Config struct {
 	Snapshotter unpack.Snapshotter
 	// Client is the API server, as system:node:<Node>.
 	Client apiserver.Interface
+	// CRI is the node's container runtime, as the kubelet's
+	// --container-runtime-endpoint and --image-service-endpoint reach it
+	// (ConnectRuntime): the node's status comes from it (Version for
+	// nodeInfo.containerRuntimeVersion, Status for the Ready condition,
+	// ListImages for status.images). Required; the caller closes it.
+	CRI *criremote.Client
 	// Runtime is the OCI runtime binary (runc); Shim the command that runs
 	// runc.ShimMain (see runc.Runtime).
 	Runtime string
@@ -115,6 +122,7 @@ type Kubelet struct {
 	runtimes map[string]*runc.Runtime
 	network  *cni.Network
 	client   apiserver.Interface
+	cri      *criRuntime
 	recorder *apiserver.Recorder
 	failures *failures
 	nodeIP   string
@@ -159,6 +167,9 @@ func New(cfg Config) (*Kubelet, error) {
 	if cfg.NodeLeaseDuration < 4*time.Second || cfg.NodeLeaseDuration%time.Second != 0 {
 		return nil, fmt.Errorf("node lease duration %s: want whole seconds, at least 4s (the kubelet's default is %s)", cfg.NodeLeaseDuration, DefaultNodeLeaseDuration)
 	}
+	if cfg.CRI == nil {
+		return nil, fmt.Errorf("kubelet: %w: connect to the node's runtime first (ConnectRuntime)", ErrNoRuntime)
+	}
 	def(&cfg.Poll, DefaultPoll)
 	def(&cfg.Settle, time.Second)
 	if cfg.Now == nil {
@@ -201,6 +212,7 @@ func New(cfg Config) (*Kubelet, error) {
 		runtimes:  runtimes,
 		network:   network,
 		client:    cfg.Client,
+		cri:       &criRuntime{rt: cfg.CRI.Runtime, img: cfg.CRI.Image},
 		recorder:  apiserver.NewRecorder(cfg.Client, Component, cfg.Node),
 		failures:  newFailures(cfg.ImageBackOff, cfg.MaxImageBackOff),
 		nodeIP:    nodeIP(cfg.Address, cfg.Port),

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 const (
@@ -80,7 +80,7 @@ func (k *Kubelet) Register(ctx context.Context) (*NodeResult, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: k.node, Labels: k.nodeLabels(),
 			Annotations: map[string]string{AnnotationCapacity: "measured"}},
 	}
-	node.Status = k.nodeStatus(node, false)
+	node.Status = k.nodeStatus(ctx, node, false)
 	obj, err := k.client.Create(ctx, node)
 	if err == nil {
 		res := &NodeResult{Node: obj.(*corev1.Node), Created: true}
@@ -142,7 +142,7 @@ func (k *Kubelet) updateNode(ctx context.Context, labels bool) (*NodeResult, err
 				node = obj.(*corev1.Node)
 			}
 		}
-		node.Status = k.nodeStatus(node, declared)
+		node.Status = k.nodeStatus(ctx, node, declared)
 		obj, err = k.client.UpdateStatus(ctx, node)
 		if apierrors.IsConflict(err) && try < 5 {
 			continue
@@ -165,8 +165,11 @@ func (k *Kubelet) nodeLabels() map[string]string {
 }
 
 // nodeStatus is the status to post for node: capacity measured (or kept,
-// when declared), nodeInfo, addresses, images and conditions.
-func (k *Kubelet) nodeStatus(node *corev1.Node, declared bool) corev1.NodeStatus {
+// when declared), nodeInfo, addresses, images and conditions. What is the
+// runtime's comes from it over CRI, as the kubelet's nodestatus setters
+// ask it: Version (containerRuntimeVersion), ListImages (images) and
+// Status (a runtime that is down or not ready makes the node NotReady).
+func (k *Kubelet) nodeStatus(ctx context.Context, node *corev1.Node, declared bool) corev1.NodeStatus {
 	old := node.Status
 	now := metav1.NewTime(k.now())
 	s := old
@@ -175,6 +178,11 @@ func (k *Kubelet) nodeStatus(node *corev1.Node, declared bool) corev1.NodeStatus
 		s.Allocatable = allocatable(s.Capacity)
 	}
 	s.NodeInfo = k.nodeInfo()
+	if v, err := k.cri.rt.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
+		s.NodeInfo.ContainerRuntimeVersion = v.RuntimeName + "://" + v.RuntimeVersion
+	} else {
+		s.NodeInfo.ContainerRuntimeVersion = old.NodeInfo.ContainerRuntimeVersion
+	}
 	if k.cfg.Port > 0 {
 		s.DaemonEndpoints.KubeletEndpoint.Port = k.cfg.Port
 	}
@@ -184,7 +192,9 @@ func (k *Kubelet) nodeStatus(node *corev1.Node, declared bool) corev1.NodeStatus
 			{Type: corev1.NodeHostName, Address: k.node},
 		}
 	}
-	s.Images = k.nodeImages()
+	if l, err := k.cri.img.ListImages(ctx, &runtimeapi.ListImagesRequest{}); err == nil {
+		s.Images = nodeImagesFrom(l.Images, maxImages)
+	}
 	cond := func(t corev1.NodeConditionType, status corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		c := corev1.NodeCondition{Type: t, Status: status, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
 		for _, o := range old.Conditions {
@@ -198,10 +208,43 @@ func (k *Kubelet) nodeStatus(node *corev1.Node, declared bool) corev1.NodeStatus
 		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
 		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
 		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-		cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
+		k.readyCondition(ctx, cond),
 	}
 	return s
 }
+
+// readyCondition is the node's Ready condition: True while the runtime
+// answers Status with RuntimeReady, else False with the kubelet's
+// KubeletNotReady and what is wrong, as its runtimeState says it ("container
+// runtime is down", "container runtime not ready: RuntimeReady=false ...").
+// NetworkReady does not count here: a node with no pod CIDR yet runs
+// hostNetwork pods and pods with only lo (podlab's choice; a real kubelet
+// would stay NotReady).
+func (k *Kubelet) readyCondition(ctx context.Context, cond func(corev1.NodeConditionType, corev1.ConditionStatus, string, string) corev1.NodeCondition) corev1.NodeCondition {
+	if msg := k.runtimeNotReady(ctx); msg != "" {
+		return cond(corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady", msg)
+	}
+	return cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
+}
+
+// runtimeNotReady is what is wrong with the node's runtime, or "".
+func (k *Kubelet) runtimeNotReady(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, runtimeStatusTimeout)
+	defer cancel()
+	st, err := k.cri.rt.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return fmt.Sprintf("container runtime is down: %v", err)
+	}
+	for _, c := range st.GetStatus().GetConditions() {
+		if c.Type == runtimeapi.RuntimeReady && !c.Status {
+			return fmt.Sprintf("container runtime not ready: RuntimeReady=false reason:%s message:%s", c.Reason, c.Message)
+		}
+	}
+	return ""
+}
+
+// runtimeStatusTimeout bounds the runtime's answer to Status.
+const runtimeStatusTimeout = 2 * time.Second
 
 // capacity measures this machine: CPUs the process may use, MemTotal from
 // /proc/meminfo, the state directory's file system, and maxPods.
@@ -268,7 +311,6 @@ func (k *Kubelet) nodeInfo() corev1.NodeSystemInfo {
 		if unix.Uname(&u) == nil {
 			info.KernelVersion = unix.ByteSliceToString(u.Release[:])
 		}
-		info.ContainerRuntimeVersion = "runc://" + runtimeVersion(k.cfg.Runtime)
 		k.info = info
 	})
 	return k.info
@@ -313,32 +355,6 @@ func runtimeVersion(bin string) string {
 		return f[2]
 	}
 	return strings.TrimSpace(first)
-}
-
-// nodeImages lists the node's content store as a node status does: each
-// image by its names (reference and repository@digest) and size, largest
-// first, at most 50.
-func (k *Kubelet) nodeImages() []corev1.ContainerImage {
-	list, err := k.store.List()
-	if err != nil {
-		return nil
-	}
-	var out []corev1.ContainerImage
-	for _, im := range list {
-		if im.Reference == "" {
-			continue
-		}
-		names := []string{im.Reference}
-		if d, err := k.store.Inspect(im.Reference); err == nil {
-			names = append(names, imageID(d))
-		}
-		out = append(out, corev1.ContainerImage{Names: names, SizeBytes: im.Size})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].SizeBytes > out[j].SizeBytes })
-	if len(out) > maxImages {
-		out = out[:maxImages]
-	}
-	return out
 }
 
 // nodeIP is the InternalIP the kubelet reports: the address its API

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet"
 )
 
@@ -75,7 +75,7 @@ func TestKubelet_Run(t *testing.T) {
 		}
 	}
 	info := node.Status.NodeInfo
-	if info.KubeletVersion != kubelet.Version || !strings.HasPrefix(info.ContainerRuntimeVersion, "runc://1.") || info.KernelVersion == "" || info.OSImage == "" {
+	if info.KubeletVersion != kubelet.Version || info.ContainerRuntimeVersion != cri.Name+"://"+cri.Version || info.KernelVersion == "" || info.OSImage == "" {
 		t.Errorf("nodeInfo: %+v", info)
 	}
 	if node.Labels["kubernetes.io/hostname"] != apiserver.HostNode {

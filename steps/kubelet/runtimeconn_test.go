@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/kubelet/criremote"
@@ -143,5 +145,59 @@ func TestConnectRuntime_BadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The node's status comes from its runtime over CRI: with nothing
+// answering on the kubelet's endpoint, the Node registers NotReady, saying
+// the runtime is down, with no runtime version; a kubelet with no runtime
+// client at all is refused.
+func TestKubelet_NodeStatus_RuntimeDown(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := apiserver.Init(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := apiserver.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	node, err := srv.ClientAs("system:node:node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubelet.New(kubelet.Config{StateDir: dir, Client: node, Runtime: os.Args[0]}); !errors.Is(err, kubelet.ErrNoRuntime) {
+		t.Fatalf("New with no CRI client: %v, want ErrNoRuntime", err)
+	}
+	l, err := statedir.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Dial connects on the first call: nothing answers on the node's socket.
+	c, err := criremote.Dial(kubelet.DefaultRuntimeEndpoint(l.Node("node-1")), "", criremote.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k, err := kubelet.New(kubelet.Config{StateDir: dir, Client: node, Runtime: os.Args[0], CRI: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Register(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready *corev1.NodeCondition
+	for i, cd := range res.Node.Status.Conditions {
+		if cd.Type == corev1.NodeReady {
+			ready = &res.Node.Status.Conditions[i]
+		}
+	}
+	if ready == nil || ready.Status != corev1.ConditionFalse || ready.Reason != "KubeletNotReady" || !strings.HasPrefix(ready.Message, "container runtime is down: ") {
+		t.Errorf("Ready condition with no runtime: %+v; want False, KubeletNotReady, container runtime is down", ready)
+	}
+	if v := res.Node.Status.NodeInfo.ContainerRuntimeVersion; v != "" {
+		t.Errorf("containerRuntimeVersion %q with no runtime answering; want none", v)
 	}
 }

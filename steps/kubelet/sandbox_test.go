@@ -148,7 +148,8 @@ func TestKubelet_TwoNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k2, err := kubelet.New(kubelet.Config{Node: "node-2", StateDir: c.dir, Client: client, Runtime: c.kubeletRuntime(), Shim: []string{os.Args[0]}})
+	k2, err := kubelet.New(kubelet.Config{Node: "node-2", StateDir: c.dir, Client: client, Runtime: c.kubeletRuntime(), Shim: []string{os.Args[0]},
+		CRI: serveRuntimeOf(t, c.dir, "node-2", c.kubeletRuntime())})
 	if err != nil {
 		t.Fatal(err)
 	}

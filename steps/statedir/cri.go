@@ -12,6 +12,8 @@ const (
 	criSandboxesDir  = "sandboxes"
 	criContainersDir = "containers"
 	criLogsDir       = "logs"
+	podLogsDir       = "logs"
+	podLogsPods      = "pods"
 )
 
 // CRISocket is the node's CRI socket, <node>/cri.sock, as
@@ -30,6 +32,11 @@ func (n Node) CRIContainersDir() string { return filepath.Join(n.CRIDir(), criCo
 // CRILogsDir is where a sandbox's container logs go when its config names
 // no log_directory (crictl's pod configs often do not).
 func (n Node) CRILogsDir() string { return filepath.Join(n.CRIDir(), criLogsDir) }
+
+// PodLogsDir is the kubelet's pod log root, <node>/logs/pods (a real
+// node's /var/log/pods): each sandbox's log_directory is
+// <PodLogsDir>/NAMESPACE_NAME_UID, its containers' logs NAME/N.log there.
+func (n Node) PodLogsDir() string { return filepath.Join(n.Dir, podLogsDir, podLogsPods) }
 
 // CRIBundle is the bundle of a CRI container: <node>/bundles/<sandbox-id>/<container-id>.
 func (n Node) CRIBundle(sandboxID, containerID string) string {

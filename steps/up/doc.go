@@ -48,7 +48,14 @@
 //     spec.nodeName=NODE: the binding makes the pod match, and the watch
 //     says ADDED.
 //  7. syncPod begins: the kubelet looks at what the node holds of the pod
-//     (kubelet.Observe) and plans its stages (kubelet.NextStage).
+//     (kubelet.Observe) and plans its stages (kubelet.NextStage). Steps 8
+//     to 13 are then the kubelet's own syncPod (Kubelet.SyncPod, the sync
+//     loop podlab kubelet runs), each stage rendered by kubelet.WriteReport,
+//     as podlab kubelet prints it; up adds what the registry served and
+//     what it reads back from the kernel (its Config.OnStage is called
+//     between the stages, so step 12 is read before runc start). The
+//     node's kubelet is a CRI client of the node's runtime, which up starts
+//     (Options.RuntimeCommand) when nothing answers on the node's socket.
 //  8. RunPodSandbox: the pod's network, IPC and UTS namespaces, pinned by
 //     bind mounts; every container of the pod joins them.
 //  9. PullImage: the runtime fetches the manifest, config and layers from

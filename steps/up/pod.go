@@ -160,160 +160,40 @@ func (u *upRun) runPod(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod,
 	}
 	u.podStep(7, compKubelet+": syncPod", st, did...)
 
-	// Step 8: the sandbox.
-	comp := "kubelet → container runtime (CRI RunPodSandbox)"
-	sr, err := k.SandboxStage(ctx, pod)
-	if err != nil {
-		return u.failed(8, comp, nil, err)
-	}
-	reports = append(reports, status{"RunPodSandbox", sr.Recording})
-	did = []string{fmt.Sprintf("the pod's namespaces, unshared in a thread of podlab's and pinned by bind mounts (as CRI-O's pinns does), hostname %q, lo up:", sr.Sandbox.Hostname)}
-	for _, kind := range []string{"net", "ipc", "uts"} {
-		if p, ok := sr.Sandbox.Namespaces[kind]; ok {
-			did = append(did, fmt.Sprintf("  %-4s %s", kind, p))
-		}
-	}
-	did = append(did, "every container of the pod joins these: that is what \"inside the pod\" means (one IP, one localhost, one hostname)")
-	did = append(did, events(sr.Recording)...)
-	u.podStep(8, comp, sr, did...)
-
-	// Step 9: the image.
-	comp = "container runtime (CRI PullImage) ← the registry"
+	// Steps 8 to 13: the kubelet's own syncPod, the same sync loop as
+	// podlab kubelet's, each stage it runs rendered as podlab kubelet
+	// renders it (kubelet.WriteReport), with what podlab up reads back from
+	// the kernel between runc create and runc start.
 	if pod, err = fresh(); err != nil {
-		return u.failed(9, comp, nil, err)
+		return u.failed(8, compKubelet+": syncPod", nil, err)
 	}
-	offset := 0
+	sp := &syncedPod{u: u, ctr: ctr.Name}
 	if u.reg != nil {
-		_, offset = u.reg.requests(0)
+		_, sp.regOffset = u.reg.requests(0)
 	}
-	pr, err := k.PullStage(ctx, pod, ctr.Name)
-	did = nil
-	if pr != nil {
-		did = append(did, fmt.Sprintf("PullImage %s (imagePullPolicy %s), from %s", pr.Ref, pr.Policy, u.res.Mirror))
+	u.setOnStage(sp.onStage)
+	err = k.SyncPod(ctx, pod)
+	u.setOnStage(nil)
+	if sp.err != nil {
+		return sp.err
 	}
-	if u.reg != nil {
-		reqs, _ := u.reg.requests(offset)
-		for _, r := range reqs {
-			did = append(did, "  registry: "+r)
+	if err != nil {
+		return u.failed(sp.next(), compKubelet+": syncPod", nil, err)
+	}
+	sr, cr, str := sp.sandbox, sp.create, sp.start
+	if sr == nil || cr == nil || str == nil {
+		var now []string
+		if p, err := fresh(); err == nil {
+			now = statusLines(p)
 		}
+		return u.failed(sp.next(), compKubelet+": syncPod", now,
+			fmt.Errorf("%w: syncPod ran no %s stage for container %s (podlab kubelet --next says why)", ErrNotRunning, sp.missing(), ctr.Name))
 	}
-	if err != nil {
-		if pr != nil {
-			did = append(did, events(pr.Recording)...)
-		}
-		if u.reg != nil {
-			var refs []string
-			for _, l := range u.reg.Loaded {
-				refs = append(refs, l.Ref)
-			}
-			did = append(did, fmt.Sprintf("the in-process registry serves only %s (from %s)", strings.Join(refs, ", "), u.reg.Images))
-		}
-		return u.failed(9, comp, did, err)
-	}
-	reports = append(reports, status{"PullImage", pr.Recording})
-	if pr.Pulled {
-		p := pr.Pull
-		did = append(did, fmt.Sprintf("pulled %s in %s: manifest %s, config and %d layer(s), %d bytes downloaded",
-			p.Source, p.Duration.Round(time.Millisecond), p.Manifest.Digest, len(p.Layers), p.Downloaded))
-	} else {
-		did = append(did, "already in the node's content store: not pulled")
-	}
-	did = append(did, fmt.Sprintf("image %s in the node's content store %s", pr.ImageID, pr.StoreDir))
-	did = append(did, events(pr.Recording)...)
-	u.podStep(9, comp, pr, did...)
-
-	// Step 10: the bundle's rootfs.
-	comp = "container runtime (CRI CreateContainer: the rootfs)"
-	if pod, err = fresh(); err != nil {
-		return u.failed(10, comp, nil, err)
-	}
-	ur, err := k.UnpackStage(ctx, pod, ctr.Name)
-	if err != nil {
-		return u.failed(10, comp, nil, err)
-	}
-	reports = append(reports, status{"unpack", ur.Recording})
-	un := ur.Unpack
-	did = []string{fmt.Sprintf("%d layer(s) applied in order, each checked against the config's diff_ids: %d files, %d directories, %d symlinks, %d whiteouts, in %s",
-		len(un.Layers), un.Total.Files, un.Total.Dirs, un.Total.Symlinks, un.Total.Whiteouts+un.Total.OpaqueDirs, un.Duration.Round(time.Millisecond))}
-	for _, l := range un.Layers {
-		did = append(did, fmt.Sprintf("  layer %d %s (%s, %d bytes): %d files", l.Index+1, l.Digest, l.Compression, l.Compressed, l.Files))
-	}
-	did = append(did, "rootfs "+un.RootFS)
-	u.res.Bundle = un.Bundle
-	u.podStep(10, comp, ur, did...)
-
-	// Step 11: the spec, then runc create.
-	comp = "container runtime → OCI runtime (config.json, then runc create under podlab's shim)"
-	if pod, err = fresh(); err != nil {
-		return u.failed(11, comp, nil, err)
-	}
-	spr, err := k.SpecStage(ctx, pod, ctr.Name)
-	if err != nil {
-		return u.failed(11, comp, nil, err)
-	}
-	reports = append(reports, status{"spec", spr.Recording})
-	did = append([]string{"config.json " + spr.Path}, specLines(spr.Spec)...)
-	if pod, err = fresh(); err != nil {
-		return u.failed(11, comp, did, err)
-	}
-	cr, err := k.CreateStage(ctx, pod, ctr.Name)
-	if err != nil {
-		return u.failed(11, comp, did, err)
-	}
-	reports = append(reports, status{"CreateContainer", cr.Recording})
+	reports = sp.reports
 	c := cr.Created
-	did = append(did,
-		fmt.Sprintf("runc create (run by podlab's shim, pid %d): container %s; its process, pid %d, waits on %s", c.ShimPid, c.ID, c.Pid, c.ExecFifo),
-		"runc's state "+c.StateFile,
-		"the container's log "+c.LogPath)
-	did = append(did, events(cr.Recording)...)
-	u.res.ContainerID, u.res.LogPath = c.ID, c.LogPath
-	u.podStep(11, comp, cr, did...)
-
-	// Step 12: what runc create did, read back from the kernel.
-	comp = fmt.Sprintf("runc (runc init, pid %d, before the app)", c.Pid)
-	rootfs := un.RootFS
-	proc, err := ReadProcess(c.Pid, rootfs, sr.Sandbox.Namespaces)
-	if err != nil {
-		return u.failed(12, comp, nil, err)
-	}
-	did = []string{fmt.Sprintf("read back from /proc/%d, while it waits on the exec fifo:", c.Pid)}
-	did = append(did, namespaceLines(proc)...)
-	if proc.RootIs {
-		did = append(did, fmt.Sprintf("  root   /proc/%d/root is %s (same inode): pivot_root into the bundle's rootfs", c.Pid, rootfs))
-	} else {
-		did = append(did, fmt.Sprintf("  root   /proc/%d/root is not %s (pivot_root not seen)", c.Pid, rootfs))
-	}
-	did = append(did, "  cgroup "+cgroupLine(proc.Cgroup, c.Cgroup))
-	caps := CapNames(proc.CapBnd)
-	did = append(did,
-		fmt.Sprintf("  caps   bounding set %d: %s", len(caps), strings.Join(caps, " ")),
-		fmt.Sprintf("  user   uid %s, gid %s (real effective saved fs); no_new_privs %s, seccomp mode %s%s",
-			proc.UID, proc.GID, proc.NoNewPrivs, proc.Seccomp, map[bool]string{true: " (a filter)", false: ""}[proc.Seccomp == "2"]))
-	u.podStep(12, comp, proc, did...)
-
-	// Step 13: runc start.
-	comp = "runc start (CRI StartContainer)"
-	if pod, err = fresh(); err != nil {
-		return u.failed(13, comp, nil, err)
-	}
-	str, err := k.StartStage(ctx, pod, ctr.Name)
-	if err != nil {
-		return u.failed(13, comp, nil, err)
-	}
-	reports = append(reports, status{"StartContainer", str.Recording})
-	did = []string{fmt.Sprintf("runc start opened %s: runc init exec'd the app, which is pid 1 of its PID namespace", c.ExecFifo)}
-	if app, err := ReadProcess(str.State.Pid, rootfs, nil); err == nil {
-		did = append(did,
-			fmt.Sprintf("pid %d (on the node) is now: %s", app.Pid, app.Command),
-			fmt.Sprintf("its effective capabilities after execve: %d (uid %s)", len(CapNames(app.CapEff)), app.UID))
-	}
-	did = append(did, fmt.Sprintf("runc state: %s, pid %d", str.State.Status, str.State.Pid))
-	did = append(did, events(str.Recording)...)
-	u.podStep(13, comp, str, did...)
 
 	// Step 14: the PLEG watches the container.
-	comp = compKubelet + ": the PLEG"
+	comp := compKubelet + ": the PLEG"
 	running, exit := u.watchContainer(ctx, k.Runtime(), c.ID)
 	did = nil
 	if running {
@@ -369,7 +249,7 @@ func (u *upRun) runPod(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod,
 		fmt.Sprintf("read it back: podlab get pod %s -o yaml; the raw key: podlab store get %s", name, keyOf("pods", pod)))
 	u.podStep(16, comp, pod, did...)
 
-	u.res.Next = u.next(spr.Spec.Process.Args)
+	u.res.Next = u.next(sp.spec.Spec.Process.Args)
 	u.reach(ctx, k, pod, sr.Sandbox, ctr)
 	if !running {
 		return fmt.Errorf("%w: container %s of pod %s stopped (podlab logs %s, podlab describe pod %s)", ErrNotRunning, ctr.Name, name, name, name)
@@ -667,4 +547,184 @@ func change(prev, cur *corev1.Pod) string {
 		return "(metadata or timestamps)"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// syncedPod follows one syncPod of podlab up's pod: each stage the
+// kubelet reports becomes the chain's step for it.
+type syncedPod struct {
+	u         *upRun
+	ctr       string
+	regOffset int
+
+	sandbox *kubelet.SandboxResult
+	unpack  *kubelet.UnpackResult
+	spec    *kubelet.SpecResult
+	create  *kubelet.CreateResult
+	start   *kubelet.StartResult
+	reports []status
+	specDid []string
+	err     error // the step that failed, as u.failed returned it
+}
+
+// stageSteps are the chain's steps of the stages (spec and create are
+// one step: config.json, then runc create).
+var stageSteps = map[kubelet.StageName]int{
+	kubelet.StageSandbox: 8, kubelet.StagePull: 9, kubelet.StageUnpack: 10,
+	kubelet.StageSpec: 11, kubelet.StageCreate: 11, kubelet.StageStart: 13,
+}
+
+// stageComponents say who does each stage.
+var stageComponents = map[kubelet.StageName]string{
+	kubelet.StageSandbox: "kubelet → container runtime (CRI RunPodSandbox)",
+	kubelet.StagePull:    "container runtime (CRI PullImage) ← the registry",
+	kubelet.StageUnpack:  "container runtime (CRI CreateContainer: the rootfs)",
+	kubelet.StageSpec:    "container runtime → OCI runtime (config.json, then runc create under podlab's shim)",
+	kubelet.StageCreate:  "container runtime → OCI runtime (config.json, then runc create under podlab's shim)",
+	kubelet.StageStart:   "runc start (CRI StartContainer)",
+}
+
+// next is the step after the last one done: where a failure is reported.
+func (p *syncedPod) next() int {
+	switch {
+	case p.sandbox == nil:
+		return 8
+	case p.unpack == nil:
+		return 9
+	case p.spec == nil:
+		return 10
+	case p.create == nil:
+		return 11
+	}
+	return 13
+}
+
+func (p *syncedPod) missing() kubelet.StageName {
+	switch {
+	case p.sandbox == nil:
+		return kubelet.StageSandbox
+	case p.unpack == nil:
+		return kubelet.StageUnpack
+	case p.spec == nil:
+		return kubelet.StageSpec
+	case p.create == nil:
+		return kubelet.StageCreate
+	}
+	return kubelet.StageStart
+}
+
+// reportLines is the report as podlab kubelet prints it, a line each.
+func reportLines(r kubelet.Report) []string {
+	var b bytes.Buffer
+	kubelet.WriteReport(&b, r)
+	var out []string
+	for _, l := range lines(b.Bytes()) {
+		out = append(out, strings.TrimPrefix(l, "    "))
+	}
+	return out
+}
+
+// onStage makes the chain's step of one stage the kubelet ran (Config.OnStage,
+// called in syncPod, before its next stage).
+func (p *syncedPod) onStage(r kubelet.Report) {
+	u := p.u
+	if p.err != nil || r.Pod == nil || (r.Stage.Container != "" && r.Stage.Container != p.ctr) {
+		return
+	}
+	n, ok := stageSteps[r.Stage.Name]
+	if !ok {
+		return
+	}
+	comp := stageComponents[r.Stage.Name]
+	did := reportLines(r)
+	if r.Stage.Name == kubelet.StagePull && u.reg != nil {
+		reqs, _ := u.reg.requests(p.regOffset)
+		for _, q := range reqs {
+			did = append(did, "registry: "+q)
+		}
+	}
+	if r.Err != nil {
+		if r.Stage.Name == kubelet.StagePull && u.reg != nil {
+			var refs []string
+			for _, l := range u.reg.Loaded {
+				refs = append(refs, l.Ref)
+			}
+			did = append(did, fmt.Sprintf("the in-process registry serves only %s (from %s)", strings.Join(refs, ", "), u.reg.Images))
+		}
+		p.err = u.failed(n, comp, append(p.specDid, did...), r.Err)
+		return
+	}
+	switch res := r.Result.(type) {
+	case *kubelet.SandboxResult:
+		p.sandbox = res
+		p.reports = append(p.reports, status{"RunPodSandbox", res.Recording})
+		did = append(did, "every container of the pod joins these namespaces: that is what \"inside the pod\" means (one IP, one localhost, one hostname)")
+		u.podStep(n, comp, res, did...)
+	case *kubelet.PullResult:
+		p.reports = append(p.reports, status{"PullImage", res.Recording})
+		u.podStep(n, comp, res, did...)
+	case *kubelet.UnpackResult:
+		p.unpack = res
+		p.reports = append(p.reports, status{"unpack", res.Recording})
+		u.res.Bundle = res.Unpack.Bundle
+		u.podStep(n, comp, res, did...)
+	case *kubelet.SpecResult:
+		// config.json and runc create are one step: its lines wait for create's.
+		p.spec = res
+		p.reports = append(p.reports, status{"spec", res.Recording})
+		p.specDid = append(did, specLines(res.Spec)...)
+	case *kubelet.CreateResult:
+		p.create = res
+		p.reports = append(p.reports, status{"CreateContainer", res.Recording})
+		c := res.Created
+		did = append(p.specDid, did...)
+		did = append(did, fmt.Sprintf("runc create (run by podlab's shim, pid %d): its process, pid %d, waits on %s", c.ShimPid, c.Pid, c.ExecFifo))
+		p.specDid = nil
+		u.res.ContainerID, u.res.LogPath = c.ID, c.LogPath
+		u.podStep(n, comp, res, did...)
+		p.readBack(c)
+	case *kubelet.StartResult:
+		p.start = res
+		p.reports = append(p.reports, status{"StartContainer", res.Recording})
+		if p.create != nil {
+			did = append(did, fmt.Sprintf("runc start opened %s: runc init exec'd the app, which is pid 1 of its PID namespace", p.create.Created.ExecFifo))
+		}
+		if res.State != nil && p.unpack != nil {
+			if app, err := ReadProcess(res.State.Pid, p.unpack.Unpack.RootFS, nil); err == nil {
+				did = append(did,
+					fmt.Sprintf("pid %d (on the node) is now: %s", app.Pid, app.Command),
+					fmt.Sprintf("its effective capabilities after execve: %d (uid %s)", len(CapNames(app.CapEff)), app.UID))
+			}
+		}
+		u.podStep(n, comp, res, did...)
+	}
+}
+
+// readBack is step 12: what runc create did, read back from the kernel
+// while runc init waits on the exec fifo (before the kubelet's start).
+func (p *syncedPod) readBack(c *runc.Created) {
+	u := p.u
+	comp := fmt.Sprintf("runc (runc init, pid %d, before the app)", c.Pid)
+	if p.unpack == nil || p.sandbox == nil {
+		return
+	}
+	rootfs := p.unpack.Unpack.RootFS
+	proc, err := ReadProcess(c.Pid, rootfs, p.sandbox.Sandbox.Namespaces)
+	if err != nil {
+		p.err = u.failed(12, comp, nil, err)
+		return
+	}
+	did := []string{fmt.Sprintf("read back from /proc/%d, while it waits on the exec fifo:", c.Pid)}
+	did = append(did, namespaceLines(proc)...)
+	if proc.RootIs {
+		did = append(did, fmt.Sprintf("  root   /proc/%d/root is %s (same inode): pivot_root into the bundle's rootfs", c.Pid, rootfs))
+	} else {
+		did = append(did, fmt.Sprintf("  root   /proc/%d/root is not %s (pivot_root not seen)", c.Pid, rootfs))
+	}
+	did = append(did, "  cgroup "+cgroupLine(proc.Cgroup, c.Cgroup))
+	caps := CapNames(proc.CapBnd)
+	did = append(did,
+		fmt.Sprintf("  caps   bounding set %d: %s", len(caps), strings.Join(caps, " ")),
+		fmt.Sprintf("  user   uid %s, gid %s (real effective saved fs); no_new_privs %s, seccomp mode %s%s",
+			proc.UID, proc.GID, proc.NoNewPrivs, proc.Seccomp, map[bool]string{true: " (a filter)", false: ""}[proc.Seccomp == "2"]))
+	u.podStep(12, comp, proc, did...)
 }

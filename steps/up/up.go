@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/controllers"
 	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/registry"
 	"github.com/podlab/podlab/steps/scheduler"
@@ -60,6 +62,13 @@ type Options struct {
 	// runc.ShimMain (podlab runc shim). Both required.
 	Runtime string
 	Shim    []string
+	// RuntimeCommand serves a node's container runtime, without its
+	// --node (podlab --state-dir DIR runtime --runtime BIN): a node's
+	// kubelet is a CRI client of the runtime on the node's socket, and when
+	// nothing answers there Up starts one with it (--node NAME added, and
+	// --registry-mirror and --insecure as Up pulls), which outlives Up as
+	// containerd outlives a kubelet (podlab reset stops it). Required.
+	RuntimeCommand []string
 	// Settle is how long the kubelet watches the started container before
 	// it reports (default 1s: the PLEG's relist period); Timeout bounds
 	// every wait for a component (default 60s); HTTPWait how long the app
@@ -98,6 +107,9 @@ func (o *Options) complete() error {
 	}
 	if len(o.Shim) == 0 {
 		return errors.New("up: no shim command given (podlab runc shim)")
+	}
+	if len(o.RuntimeCommand) == 0 {
+		return errors.New("up: no command to start a node's runtime given (podlab runtime)")
 	}
 	if o.Settle <= 0 {
 		o.Settle = time.Second
@@ -170,6 +182,9 @@ func Up(ctx context.Context, opts Options) (*Result, error) {
 		cmLog:     &lockedBuffer{},
 	}
 	err := u.run(ctx)
+	for _, c := range u.runtimes {
+		c.Close()
+	}
 	return u.res, err
 }
 
@@ -183,14 +198,36 @@ type upRun struct {
 	reg       *Registry
 	kubelets  map[string]*kubelet.Kubelet
 	clients   map[string]apiserver.Interface // the kubelets', by node
+	runtimes  []*criremote.Client            // the kubelets' CRI clients
 	decisions *decisions
 	cmLog     *lockedBuffer
 	startRV   string // the store's revision before step 1
+
+	// stageHook, when set, receives every stage the kubelets run
+	// (kubelet.Config.OnStage; see runPod).
+	stageMu   sync.Mutex
+	stageHook func(kubelet.Report)
 
 	// capture, when set, receives the in-process API server's phases of
 	// the gate (see create).
 	phaseMu sync.Mutex
 	capture func(request string, p apiserver.Phase)
+}
+
+// onStage hands a kubelet's stage to stageHook.
+func (u *upRun) onStage(r kubelet.Report) {
+	u.stageMu.Lock()
+	h := u.stageHook
+	u.stageMu.Unlock()
+	if h != nil {
+		h(r)
+	}
+}
+
+func (u *upRun) setOnStage(h func(kubelet.Report)) {
+	u.stageMu.Lock()
+	u.stageHook = h
+	u.stageMu.Unlock()
 }
 
 // onPhase hands a phase of the in-process API server's gate to capture.
@@ -771,10 +808,31 @@ func (u *upRun) kubeletFor(ctx context.Context, node string) (*kubelet.Kubelet, 
 	if err != nil {
 		return nil, fmt.Errorf("acting as the kubelet of node %s: %w (podlab init gives it its kubeconfig)", node, err)
 	}
+	l, err := statedir.New(u.o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	start := append(slices.Clone(u.o.RuntimeCommand), "--node", node)
+	if u.res.Mirror != "" {
+		start = append(start, "--registry-mirror", u.res.Mirror)
+	}
+	if u.o.Insecure {
+		start = append(start, "--insecure")
+	}
+	conn, err := kubelet.ConnectRuntime(ctx, kubelet.RuntimeConnection{Node: l.Node(node), Start: start})
+	if err != nil {
+		return nil, fmt.Errorf("connecting the kubelet of node %s to its runtime: %w", node, err)
+	}
+	u.runtimes = append(u.runtimes, conn.Client)
+	if conn.Started != nil {
+		u.note(fmt.Sprintf("the kubelet of %s started its container runtime", node), "kubelet (as "+user+")",
+			fmt.Sprintf("nothing answered CRI on %s: podlab runtime --node %s runs now (pid %d), %s", conn.Client.RuntimeEndpoint, node, conn.Started.Pid, conn.Version),
+			"its log: "+l.Node(node).RuntimeLog())
+	}
 	k, err := kubelet.New(kubelet.Config{
-		Node: node, StateDir: u.o.StateDir, Client: client,
+		Node: node, StateDir: u.o.StateDir, Client: client, CRI: conn.Client,
 		Runtime: u.o.Runtime, Shim: u.o.Shim, Mirror: u.res.Mirror, Insecure: u.o.Insecure,
-		OnCommand: u.o.OnCommand,
+		OnCommand: u.o.OnCommand, OnStage: u.onStage,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,228 @@
+package kubelet
+
+// The kubelet's side of the CRI, in kuberuntime's terms (Kubernetes'
+// pkg/kubelet/kuberuntime): what the sync loop asks the runtime for, over
+// the runtime's RuntimeService and ImageService clients and nothing else.
+//
+//	createPodSandbox   kuberuntime_sandbox.go: generatePodSandboxConfig,
+//	                   RunPodSandbox with the RuntimeClass's handler
+//	ensureImageExists  images/image_manager.go: the pull policy against
+//	                   ImageStatus, PullImage
+//	startContainer     kuberuntime_container.go: generateContainerConfig,
+//	                   CreateContainer, StartContainer
+//	podStatus          kuberuntime_manager.go GetPodStatus: the pod's
+//	                   sandboxes and containers found by their labels
+//	                   (io.kubernetes.pod.uid), as the PLEG relists them
+//	killPod            StopContainer (with the grace period), StopPodSandbox
+//	removePod          RemoveContainer, RemovePodSandbox
+//
+// The sync loop's stages move onto these one by one (HANDOFF.md).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// criRuntime is a kubelet's runtime: its CRI clients.
+type criRuntime struct {
+	rt  runtimeapi.RuntimeServiceClient
+	img runtimeapi.ImageServiceClient
+}
+
+// createPodSandbox asks the runtime for the pod's sandbox, with the
+// handler the pod's RuntimeClass names ("" for the default): the
+// sandbox's id and the config it was made with (CreateContainer needs it).
+func (r *criRuntime) createPodSandbox(ctx context.Context, pod *corev1.Pod, in sandboxInputs, handler string) (string, *runtimeapi.PodSandboxConfig, error) {
+	cfg, err := generatePodSandboxConfig(pod, in)
+	if err != nil {
+		return "", nil, fmt.Errorf("generating the sandbox config of pod %s: %w", podKey(pod), err)
+	}
+	resp, err := r.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
+	if err != nil {
+		return "", cfg, err
+	}
+	return resp.PodSandboxId, cfg, nil
+}
+
+// ensureImageExists makes sure the container's image is on the node, as
+// its imagePullPolicy says: Always pulls, IfNotPresent pulls when
+// ImageStatus has none, Never only looks. It returns the image's id (what
+// CreateContainer is given), its USER (for runAsNonRoot), and whether it
+// pulled. Never with no image is ErrImageNeverPull.
+func (r *criRuntime) ensureImageExists(ctx context.Context, c *corev1.Container, sandbox *runtimeapi.PodSandboxConfig) (ref string, img *runtimeapi.Image, pulled bool, err error) {
+	spec := &runtimeapi.ImageSpec{Image: c.Image}
+	st, err := r.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
+	if err != nil {
+		return "", nil, false, fmt.Errorf("ImageStatus of %s: %w", c.Image, err)
+	}
+	present := st.GetImage() != nil
+	switch c.ImagePullPolicy {
+	case corev1.PullNever:
+		if !present {
+			return "", nil, false, fmt.Errorf("%w: container image %q is not present with pull policy of Never", ErrImageNeverPull, c.Image)
+		}
+		return st.Image.Id, st.Image, false, nil
+	case corev1.PullIfNotPresent:
+		if present {
+			return st.Image.Id, st.Image, false, nil
+		}
+	case corev1.PullAlways, "":
+	default:
+		return "", nil, false, fmt.Errorf("%w %q for container %s: want Always, IfNotPresent or Never", ErrUnknownPullPolicy, c.ImagePullPolicy, c.Name)
+	}
+	resp, err := r.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
+	if err != nil {
+		return "", nil, false, err
+	}
+	st, err = r.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: resp.ImageRef}})
+	if err != nil || st.GetImage() == nil {
+		return "", nil, true, fmt.Errorf("ImageStatus of %s after PullImage answered %s: %v", c.Image, resp.ImageRef, err)
+	}
+	return resp.ImageRef, st.Image, true, nil
+}
+
+// imageUser is an image's USER as ImageStatus reports it: a uid, or a name.
+func imageUser(img *runtimeapi.Image) string {
+	if img.GetUid() != nil {
+		return strconv.FormatInt(img.Uid.Value, 10)
+	}
+	return img.GetUsername()
+}
+
+// startContainer creates the container from the kubelet's config, in the
+// sandbox, and starts it: its id.
+func (r *criRuntime) startContainer(ctx context.Context, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, pod *corev1.Pod, c *corev1.Container, in containerInputs) (string, error) {
+	cfg, err := generateContainerConfig(pod, c, in)
+	if err != nil {
+		return "", err
+	}
+	created, err := r.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandbox})
+	if err != nil {
+		return "", err
+	}
+	if _, err := r.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+		return created.ContainerId, err
+	}
+	return created.ContainerId, nil
+}
+
+// criPodStatus is what the runtime has of a pod: its sandboxes, newest
+// first, and its containers' statuses.
+type criPodStatus struct {
+	Sandboxes  []*runtimeapi.PodSandboxStatus
+	Containers []*runtimeapi.ContainerStatus
+}
+
+// Ready is the newest sandbox, when it is ready.
+func (s *criPodStatus) Ready() *runtimeapi.PodSandboxStatus {
+	if len(s.Sandboxes) > 0 && s.Sandboxes[0].State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		return s.Sandboxes[0]
+	}
+	return nil
+}
+
+// IPs are the ready sandbox's addresses, the pod's IP first.
+func (s *criPodStatus) IPs() []string {
+	sb := s.Ready()
+	if sb.GetNetwork().GetIp() == "" {
+		return nil
+	}
+	ips := []string{sb.Network.Ip}
+	for _, ip := range sb.Network.AdditionalIps {
+		ips = append(ips, ip.Ip)
+	}
+	return ips
+}
+
+// Container is the newest status of the pod's container name, or nil.
+func (s *criPodStatus) Container(name string) *runtimeapi.ContainerStatus {
+	for _, c := range s.Containers {
+		if c.GetMetadata().GetName() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// podStatus lists what the runtime has of the pod uid, found by the
+// labels the kubelet put on it.
+func (r *criRuntime) podStatus(ctx context.Context, uid types.UID) (*criPodStatus, error) {
+	sel := map[string]string{LabelPodUID: string(uid)}
+	sbs, err := r.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: sel}})
+	if err != nil {
+		return nil, fmt.Errorf("listing the sandboxes of pod %s: %w", uid, err)
+	}
+	out := &criPodStatus{}
+	for _, sb := range sbs.Items {
+		st, err := r.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
+		if err != nil {
+			return nil, fmt.Errorf("the status of sandbox %s: %w", sb.Id, err)
+		}
+		out.Sandboxes = append(out.Sandboxes, st.Status)
+	}
+	slices.SortFunc(out.Sandboxes, func(a, b *runtimeapi.PodSandboxStatus) int {
+		return int(b.GetMetadata().GetAttempt()) - int(a.GetMetadata().GetAttempt())
+	})
+	cs, err := r.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: sel}})
+	if err != nil {
+		return nil, fmt.Errorf("listing the containers of pod %s: %w", uid, err)
+	}
+	for _, c := range cs.Containers {
+		st, err := r.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		if err != nil {
+			return nil, fmt.Errorf("the status of container %s: %w", c.Id, err)
+		}
+		out.Containers = append(out.Containers, st.Status)
+	}
+	// newest first: the restart count, then creation
+	slices.SortFunc(out.Containers, func(a, b *runtimeapi.ContainerStatus) int {
+		if d := int(b.GetMetadata().GetAttempt()) - int(a.GetMetadata().GetAttempt()); d != 0 {
+			return d
+		}
+		return int(b.CreatedAt - a.CreatedAt)
+	})
+	return out, nil
+}
+
+// killPod stops the pod's running containers, each given grace seconds
+// after its stop signal, then its sandboxes (the network detached).
+func (r *criRuntime) killPod(ctx context.Context, st *criPodStatus, grace int64) error {
+	var errs []error
+	for _, c := range st.Containers {
+		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING && c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+			continue
+		}
+		if _, err := r.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c.Id, Timeout: grace}); err != nil {
+			errs = append(errs, fmt.Errorf("stopping container %s: %w", c.Id, err))
+		}
+	}
+	for _, sb := range st.Sandboxes {
+		if _, err := r.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.Id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removePod removes the pod's containers and sandboxes from the runtime.
+func (r *criRuntime) removePod(ctx context.Context, st *criPodStatus) error {
+	var errs []error
+	for _, c := range st.Containers {
+		if _, err := r.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("removing container %s: %w", c.Id, err))
+		}
+	}
+	for _, sb := range st.Sandboxes {
+		if _, err := r.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.Id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
