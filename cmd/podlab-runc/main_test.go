@@ -64,47 +64,13 @@ func TestMain(m *testing.M) {
 // in a cgroup under the state directory's cgroup root.
 func bundle(t *testing.T, state, id string, args ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	rootfs := filepath.Join(dir, "rootfs")
-	if err := os.MkdirAll(rootfs, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	app, err := os.ReadFile(filepath.Join(built(t), "app"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(rootfs, "app"), app, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(testenv.Runc(t), "spec", "--bundle", dir).CombinedOutput(); err != nil {
-		t.Fatalf("runc spec: %v\n%s", err, out)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatal(err)
-	}
-	s.Process.Terminal = false
-	s.Process.Args = append([]string{"/app"}, args...)
-	s.Process.Env = []string{"PATH=/"}
-	s.Process.Capabilities.Ambient = nil
-	s.Process.Capabilities.Inheritable = nil
-	s.Hostname = id
 	l, err := statedir.New(state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Linux.CgroupsPath = l.CgroupRoot() + "/" + id
-	if raw, err = json.Marshal(&s); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return testenv.AppBundle(t, filepath.Join(built(t), "app"), id, func(s *specs.Spec) {
+		s.Linux.CgroupsPath = l.CgroupRoot() + "/" + id
+	}, args...)
 }
 
 // podlabRunc runs podlab-runc in this process and returns stdout, stderr

@@ -3,7 +3,6 @@ package runc_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -75,51 +74,17 @@ func app(t testing.TB) string {
 // /podlab/<id>, memory, pids and cpu limits, no terminal, no ambient caps.
 func bundle(t testing.TB, id string, args ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "rootfs"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(app(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "rootfs", "app"), b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(testenv.Runc(t), "spec", "--bundle", dir).CombinedOutput(); err != nil {
-		t.Fatalf("runc spec: %v\n%s", err, out)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatal(err)
-	}
-	s.Process.Terminal = false
-	s.Process.Args = append([]string{"/app"}, args...)
-	s.Process.Env = []string{"PATH=/"}
-	s.Process.Capabilities.Ambient = nil
-	s.Process.Capabilities.Inheritable = nil
-	s.Hostname = id
-	s.Linux.CgroupsPath = "/podlab/" + id
-	s.Linux.Namespaces = []specs.LinuxNamespace{
-		{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
-		{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.CgroupNamespace},
-	}
-	mem, pids, quota, period := int64(memoryLimit), int64(pidsLimit), int64(cpuQuota), uint64(cpuPeriod)
-	s.Linux.Resources.Memory = &specs.LinuxMemory{Limit: &mem}
-	s.Linux.Resources.Pids = &specs.LinuxPids{Limit: &pids}
-	s.Linux.Resources.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
-	raw, err = json.MarshalIndent(&s, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return testenv.AppBundle(t, app(t), id, func(s *specs.Spec) {
+		s.Linux.CgroupsPath = "/podlab/" + id
+		s.Linux.Namespaces = []specs.LinuxNamespace{
+			{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+			{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.CgroupNamespace},
+		}
+		mem, pids, quota, period := int64(memoryLimit), int64(pidsLimit), int64(cpuQuota), uint64(cpuPeriod)
+		s.Linux.Resources.Memory = &specs.LinuxMemory{Limit: &mem}
+		s.Linux.Resources.Pids = &specs.LinuxPids{Limit: &pids}
+		s.Linux.Resources.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}, args...)
 }
 
 // newRuntime is a Runtime with its own state directory, logging each runc
