@@ -14,7 +14,9 @@
 //	CreateContainer  steps/unpack into a bundle through the node's
 //	                 snapshotter (rootfs.go), the OCI spec from the
 //	                 ContainerConfig (steps/spec and its options), then a
-//	                 shim runs `runc create` (steps/runc)
+//	                 shim runs `runc create` (steps/runc), writing the CRI
+//	                 log at the kubelet's log_path, keeping the stdin
+//	                 (stdin: true) and the terminal (tty: true)
 //	StartContainer   `runc start`
 //	StopContainer    SIGTERM (or the image's stop signal), the timeout, SIGKILL
 //	RemoveContainer  `runc delete`, the bundle, the log
@@ -39,7 +41,16 @@
 //	              image_remove.go, imagefs_info.go
 //	stream.go     container_execsync.go, container_exec.go,
 //	              container_attach.go, sandbox_portforward_linux.go and
-//	              streaming.go (the streaming server on 127.0.0.1, port 0)
+//	              streaming.go (the streaming server on 127.0.0.1, port 0).
+//	              Attach reaches the container's stdio through its shim's
+//	              socket (steps/runc's shimio.go), as containerd's
+//	              internal/cri/io: the output from then on, stdin when the
+//	              container has one (stdin_once closes it at the end of the
+//	              first client's stdin; otherwise, and on a terminal, the
+//	              client detaches), the client's terminal size
+//	container.go  also container_log_reopen.go: ReopenContainerLog has the
+//	              shim close the log and open log_path again, after the
+//	              kubelet renamed N.log to N.log.<time>
 //	status.go     status.go, version.go, update_runtime_config.go
 //	              (the pod CIDR renders the CNI conflist, as conf_template)
 //	stats.go      container_stats_list_linux.go (cgroup counters)

@@ -127,6 +127,9 @@ func (s *Server) containerSpec(ctx context.Context, id string, sb *sandboxRecord
 		spec.WithSeccomp(seccompType, seccompPath),
 		oci.WithAnnotations(annotations),
 	}
+	if cfg.GetTty() {
+		list = append(list, oci.WithTTY) // the shim holds the terminal (runc's --console-socket)
+	}
 	if u := sb.UserNS; u != nil {
 		// after the mounts it idmaps: the runtime's files for the pod
 		uids, gids := u.mappings()
