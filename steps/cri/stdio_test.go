@@ -233,7 +233,9 @@ func (s *syncBuffer) String() string {
 }
 
 // sizeQueue hands the attach one terminal size.
-type sizeQueue struct{ sizes chan remotecommand.TerminalSize }
+type sizeQueue struct {
+	sizes chan remotecommand.TerminalSize
+}
 
 func (q sizeQueue) Next() *remotecommand.TerminalSize {
 	s, ok := <-q.sizes
