@@ -9,7 +9,13 @@
 //	                 pinns: no pause process), inside a user namespace of
 //	                 userns_options' mappings for hostUsers: false
 //	                 (userns.go), CNI ADD through steps/cni; the
-//	                 runtime_handler picks runc, runsc or crun (handlers.go)
+//	                 runtime_handler picks runc, runsc or crun (handlers.go).
+//	                 For pid mode POD (shareProcessNamespace, and crictl's
+//	                 default) a pause process is PID 1 of a PID namespace
+//	                 the containers share, pinned with the others
+//	                 (steps/runc's pause.go; CRI-O keeps its infra
+//	                 container for this case only); CONTAINER gives each
+//	                 container its own, NODE the node's
 //	PullImage        steps/pull into the node's content store
 //	CreateContainer  steps/unpack into a bundle through the node's
 //	                 snapshotter (rootfs.go), the OCI spec from the
@@ -20,7 +26,7 @@
 //	StartContainer   `runc start`
 //	StopContainer    SIGTERM (or the image's stop signal), the timeout, SIGKILL
 //	RemoveContainer  `runc delete`, the bundle, the log
-//	StopPodSandbox   stop the containers, CNI DEL
+//	StopPodSandbox   stop the containers, CNI DEL, kill the pause process
 //	RemovePodSandbox remove the containers and unpin the namespaces
 //
 // Which containerd v2 files each part follows (internal/cri/server/...):
@@ -56,7 +62,12 @@
 //	stats.go      container_stats_list_linux.go (cgroup counters)
 //	namespaces.go the sandbox's namespaces, pinned by bind mounts as
 //	              CRI-O's pinns pins them (containerd's sandbox keeps them
-//	              with a pause process: podlab's has none)
+//	              with a pause process: podlab's has one only to hold a
+//	              shared PID namespace, which no bind mount can keep
+//	              usable: a PID namespace whose PID 1 exited takes no new
+//	              process). runsc, and a pod with a user namespace of its
+//	              own, get no pause process: their containers' pid mode
+//	              POD gives each its own namespace (the server's log says so)
 //	records.go    what containerd keeps in its metadata store: one JSON
 //	recover.go    file per sandbox and container under <node>/cri, written
 //	              atomically, so a restarted server lists them; a record

@@ -62,6 +62,9 @@ type shimConfig struct {
 	Stdin     bool `json:"stdin,omitempty"`
 	StdinOnce bool `json:"stdinOnce,omitempty"`
 	Tty       bool `json:"tty,omitempty"`
+	// Pause, when set, makes this program a pod's pause process instead
+	// of a shim (pause.go); the other fields are unused then.
+	Pause *PauseOptions `json:"pause,omitempty"`
 }
 
 // shimReady is the shim's one message to podlab, on fd 3.
@@ -148,6 +151,9 @@ func ShimMain() int {
 		fmt.Fprintf(os.Stderr, "podlab shim: %v\n", err)
 		tell(shimReady{Error: err.Error()})
 		return 1
+	}
+	if cfg.Pause != nil {
+		return pauseMain(cfg.Pause, tell)
 	}
 	if err := os.WriteFile(filepath.Join(cfg.Dir, "shim.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return fail(err)
