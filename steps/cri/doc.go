@@ -65,9 +65,12 @@
 //	              with a pause process: podlab's has one only to hold a
 //	              shared PID namespace, which no bind mount can keep
 //	              usable: a PID namespace whose PID 1 exited takes no new
-//	              process). runsc, and a pod with a user namespace of its
-//	              own, get no pause process: their containers' pid mode
-//	              POD gives each its own namespace (the server's log says so)
+//	              process). In a pod with a user namespace of its own the
+//	              pause process makes that user namespace and the others
+//	              inside it (in place of userns.go's cat), so that the PID
+//	              namespace is the pod's user namespace's. runsc gets no
+//	              pause process: pid mode POD gives each of its containers
+//	              its own namespace (the server's log says so)
 //	records.go    what containerd keeps in its metadata store: one JSON
 //	recover.go    file per sandbox and container under <node>/cri, written
 //	              atomically, so a restarted server lists them; a record

@@ -205,7 +205,7 @@ func withSandboxNamespaces(sb *sandboxRecord, ns *runtimeapi.NamespaceOption, no
 		case runtimeapi.NamespaceMode_POD:
 			p, ok := sb.Namespaces["pid"]
 			if !ok {
-				note("container %s: pid namespace mode POD in a sandbox with no PID namespace to share (its pid mode is not POD, or it runs under runsc or in a user namespace of its own): the container gets its own", c.ID)
+				note("container %s: pid namespace mode POD in a sandbox with no PID namespace to share (its pid mode is not POD, or it runs under runsc): the container gets its own", c.ID)
 				return nil
 			}
 			if err := pauseRunning(); err != nil {

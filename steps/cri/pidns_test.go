@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podlab/podlab/internal/testenv"
 )
 
 // psOf lists the command lines of the processes container id sees (its
@@ -150,6 +153,79 @@ func TestServer_PidNamespace_PinRemoved(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the pause process's end", func() bool {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err != nil || strings.Contains(string(st), ") Z")
+	})
+}
+
+// A pod with a user namespace of its own (hostUsers: false) shares its
+// PID namespace too: the pause process makes the user namespace and the
+// others inside it, so that the PID namespace belongs to the pod's user
+// namespace, as the containers that join both need.
+func TestServer_PidNamespace_UserNamespace(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	host := labRegistry(t)
+	dir := testenv.StateDir(t)
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil { // the pod's root searches them
+			t.Fatal(err)
+		}
+	}
+	n := startNode(t, dir)
+	defer n.cleanupSandboxes(t)
+	ref := host + "/podlab/hello:1.0"
+	if _, err := n.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		t.Fatal(err)
+	}
+	base := uint32(65536 * (20000 + os.Getpid()%20000))
+	pc := usernsPodConfig("uns-pid", base)
+	sb, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(n.srv.pauseOptions(&sandboxRecord{ID: sb.PodSandboxId}).PidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pausePid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	for _, k := range []string{"user", "net", "ipc", "uts", "pid"} {
+		var a, p unix.Stat_t
+		if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/%s", pausePid, k), &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Stat(n.node.NamespaceFile(k, sb.PodSandboxId), &p); err != nil || a.Ino != p.Ino {
+			t.Errorf("the pinned %s namespace is not the pause process's (%v)", k, err)
+		}
+	}
+	if m, _ := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", pausePid)); !strings.Contains(string(m), strconv.Itoa(int(base))) {
+		t.Errorf("the pause process's uid_map %q, want the pod's range from %d", m, base)
+	}
+	ids := map[string]string{}
+	for _, name := range []string{"one", "two"} {
+		cfg := withHostTools(&runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: ref}},
+			"sleep", "200"+map[string]string{"one": "1", "two": "2"}[name])
+		cr, err := n.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: cfg, SandboxConfig: pc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: cr.ContainerId}); err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = cr.ContainerId
+	}
+	ps := psOf(t, n, ids["one"])
+	if !strings.Contains(ps, "sleep 2002") || !strings.HasPrefix(strings.TrimSpace(ps), "1 ") {
+		t.Fatalf("container one's processes, want two's sleep 2002 and a PID 1:\n%s", ps)
+	}
+	ex, err := n.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: ids["two"], Cmd: []string{"ls", "/proc/1/root/"}, Timeout: 10})
+	if err != nil || ex.ExitCode == 0 {
+		t.Errorf("ls /proc/1/root/ in container two: %v %v %q, want refused", ex, err, ex.GetStdout())
+	}
+	if _, err := n.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the pause process's end", func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pausePid))
 		return err != nil || strings.Contains(string(st), ") Z")
 	})
 }

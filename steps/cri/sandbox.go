@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -99,7 +100,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	for _, k := range kinds {
 		sb.Namespaces[k] = s.node.NamespaceFile(k, id)
 	}
-	if s.sharesPidNamespace(cfg, h, userns != nil) {
+	if s.sharesPidNamespace(cfg, h) {
 		sb.Namespaces["pid"] = s.node.NamespaceFile("pid", id) // its pause process pins it
 	}
 	// The record comes first: a server killed from here on finds it
@@ -120,13 +121,31 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 			return fail(err)
 		}
 	}
-	if err := pinNamespaces(kinds, sb.Namespaces, hostname(cfg), userns); err != nil {
+	var hold func([]string, map[string]string) error // pinInUserNamespace's cat
+	_, sharedPid := sb.Namespaces["pid"]
+	if userns != nil && sharedPid {
+		// The pause process makes the pod's user namespace, and the
+		// others inside it: a PID namespace its containers can join
+		// belongs to their user namespace.
+		hold = func(kinds []string, paths map[string]string) error {
+			o := s.pauseOptions(sb)
+			o.Namespaces = map[string]string{}
+			for _, k := range kinds {
+				o.Namespaces[k] = paths[k]
+			}
+			o.UIDMappings = []syscall.SysProcIDMap{{ContainerID: int(userns.UID.ContainerID), HostID: int(userns.UID.HostID), Size: int(userns.UID.Size)}}
+			o.GIDMappings = []syscall.SysProcIDMap{{ContainerID: int(userns.GID.ContainerID), HostID: int(userns.GID.HostID), Size: int(userns.GID.Size)}}
+			_, err := runc.StartPause(ctx, s.cfg.Shim, o)
+			return err
+		}
+	}
+	if err := pinNamespaces(kinds, sb.Namespaces, hostname(cfg), userns, hold); err != nil {
 		return fail(err)
 	}
 	if err := s.writePodFiles(sb); err != nil {
 		return fail(err)
 	}
-	if _, ok := sb.Namespaces["pid"]; ok {
+	if sharedPid && userns == nil {
 		if _, err := runc.StartPause(ctx, s.cfg.Shim, s.pauseOptions(sb)); err != nil {
 			return fail(fmt.Errorf("starting the pod's pause process, PID 1 of its shared PID namespace: %w", err))
 		}
@@ -223,20 +242,15 @@ func (s *Server) writePodFiles(sb *sandboxRecord) error {
 // sharesPidNamespace: the sandbox makes a PID namespace its containers
 // may share (pid mode POD: shareProcessNamespace, and crictl's default),
 // held by a pause process. CONTAINER gives each container its own, NODE
-// the node's. runsc runs each container in a gVisor sandbox of its own
-// and a pod with its own user namespace has no pause process (the
-// namespace would have to be made inside it): their containers get their
-// own (note says so).
-func (s *Server) sharesPidNamespace(cfg *runtimeapi.PodSandboxConfig, h runc.Handler, userns bool) bool {
+// the node's. runsc runs each container in a gVisor sandbox of its own:
+// its containers get their own (note says so).
+func (s *Server) sharesPidNamespace(cfg *runtimeapi.PodSandboxConfig, h runc.Handler) bool {
 	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() != runtimeapi.NamespaceMode_POD {
 		return false
 	}
 	switch {
 	case gVisor(h):
 		s.note("sandbox %s: pid namespace mode POD under runsc: each container is a gVisor sandbox with its own PID namespace", cfg.GetMetadata().GetName())
-		return false
-	case userns:
-		s.note("sandbox %s: pid namespace mode POD with a user namespace of the pod's own: podlab's runtime starts no pause process there, each container gets its own PID namespace", cfg.GetMetadata().GetName())
 		return false
 	}
 	return true

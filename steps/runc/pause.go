@@ -11,7 +11,9 @@ package runc
 // podlab's sandbox pins its other namespaces with no process at all; for
 // the PID namespace it starts this one:
 //
-//	the shim's program, started with CLONE_NEWPID (PID 1 inside), which
+//	the shim's program, started with CLONE_NEWPID (PID 1 inside; for a
+//	  pod with a user namespace of its own, CLONE_NEWUSER and the others
+//	  too, pinned by StartPause, see PauseOptions.Namespaces), which
 //	  bind-mounts its /proc/<pid>/ns/pid onto the sandbox's namespace file,
 //	  writes its host PID to a file, chroots into an empty directory,
 //	  makes itself non-dumpable (a container cannot open /proc/1/root,
@@ -37,6 +39,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,7 +57,24 @@ type PauseOptions struct {
 	Root string `json:"root"`
 	// Log receives what the pause process says if it fails.
 	Log string `json:"log"`
+
+	// Namespaces, for a pod with a user namespace of its own
+	// (hostUsers: false), are the other namespaces the pause process is
+	// cloned into, kind ("user", "net", "ipc", "uts") → the file StartPause
+	// pins it at, the user namespace with UIDMappings and GIDMappings and
+	// the others owned by it; the PID namespace then belongs to it too, as
+	// it must for the pod's containers to join both. StartPause then pins
+	// them all and writes PidFile itself (a process whose root is mapped
+	// may not mount on, or write into, the node's directories).
+	Namespaces               map[string]string      `json:"-"`
+	UIDMappings, GIDMappings []syscall.SysProcIDMap `json:"-"`
+	// PinnedByParent tells the pause process that StartPause pins.
+	PinnedByParent bool `json:"pinnedByParent,omitempty"`
 }
+
+// cloneFlags are the clone(2) flags of the kinds of namespace a pause
+// process may be cloned into.
+var cloneFlags = map[string]uintptr{"user": unix.CLONE_NEWUSER, "net": unix.CLONE_NEWNET, "ipc": unix.CLONE_NEWIPC, "uts": unix.CLONE_NEWUTS}
 
 // StartPause starts a pause process with shim, the program that runs
 // ShimMain (Runtime.Shim), and returns its PID once it has pinned its PID
@@ -71,11 +91,25 @@ func StartPause(ctx context.Context, shim []string, opts PauseOptions) (int, err
 	if err := os.MkdirAll(opts.Root, 0o555); err != nil {
 		return 0, err
 	}
-	f, err := os.OpenFile(opts.NamespaceFile, os.O_CREATE|os.O_RDONLY, 0o444)
-	if err != nil {
-		return 0, err
+	pins := map[string]string{"pid": opts.NamespaceFile}
+	flags := uintptr(unix.CLONE_NEWPID)
+	for k, p := range opts.Namespaces {
+		if cloneFlags[k] == 0 {
+			return 0, fmt.Errorf("a pause process cannot be cloned into a %q namespace (user, net, ipc, uts)", k)
+		}
+		pins[k], flags = p, flags|cloneFlags[k]
 	}
-	f.Close()
+	opts.PinnedByParent = len(opts.Namespaces) > 0
+	for _, p := range pins {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return 0, err
+		}
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o444)
+		if err != nil {
+			return 0, err
+		}
+		f.Close()
+	}
 	conf, err := json.Marshal(shimConfig{Pause: &opts})
 	if err != nil {
 		return 0, err
@@ -95,12 +129,23 @@ func StartPause(ctx context.Context, shim []string, opts PauseOptions) (int, err
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.ExtraFiles = []*os.File{wr} // fd 3
-	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true, Cloneflags: unix.CLONE_NEWPID}
+	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true, Cloneflags: flags}
+	if len(opts.UIDMappings) > 0 {
+		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = opts.UIDMappings, opts.GIDMappings
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = true // runc calls setgroups(2) for supplementalGroups
+	}
 	if err := cmd.Start(); err != nil {
 		wr.Close()
 		return 0, fmt.Errorf("starting the pause process (%s) in a new PID namespace: %w", shim[0], err)
 	}
 	wr.Close()
+	if opts.PinnedByParent {
+		if err := pinPause(cmd.Process.Pid, pins, opts.PidFile); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, err
+		}
+	}
 	msg := make(chan []byte, 1)
 	go func() {
 		b, _ := io.ReadAll(rd)
@@ -126,6 +171,18 @@ func StartPause(ctx context.Context, shim []string, opts PauseOptions) (int, err
 	}
 	go func() { _ = cmd.Wait() }() // reap it when it ends, if we are still here
 	return cmd.Process.Pid, nil
+}
+
+// pinPause bind-mounts the namespaces of process pid onto their files and
+// writes its PID.
+func pinPause(pid int, pins map[string]string, pidFile string) error {
+	for k, p := range pins {
+		src := fmt.Sprintf("/proc/%d/ns/%s", pid, k)
+		if err := unix.Mount(src, p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mounting %s onto %s: %w", src, p, err)
+		}
+	}
+	return os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644)
 }
 
 // PauseRunning reports why the pause process of the PID namespace pinned
@@ -195,18 +252,20 @@ func pauseMain(opts *PauseOptions, tell func(shimReady)) int {
 		return fail(fmt.Errorf("reading /proc/self: %q", self))
 	}
 	src := fmt.Sprintf("/proc/%d/ns/pid", hostPid)
-	if err := unix.Mount(src, opts.NamespaceFile, "", unix.MS_BIND, ""); err != nil {
-		return fail(fmt.Errorf("bind-mounting %s onto %s: %w", src, opts.NamespaceFile, err))
-	}
-	if err := os.WriteFile(opts.PidFile, []byte(self+"\n"), 0o644); err != nil {
-		return fail(err)
+	if !opts.PinnedByParent {
+		if err := unix.Mount(src, opts.NamespaceFile, "", unix.MS_BIND, ""); err != nil {
+			return fail(fmt.Errorf("bind-mounting %s onto %s: %w", src, opts.NamespaceFile, err))
+		}
+		if err := os.WriteFile(opts.PidFile, []byte(self+"\n"), 0o644); err != nil {
+			return fail(err)
+		}
 	}
 	// The pin is watched from inside the chroot through a descriptor of
 	// its directory: once it is unmounted or removed (the sandbox torn
 	// down by a runtime that lost the PID file, `podlab reset`), nothing
 	// can join the namespace any more, and the pause process leaves.
 	var pinned unix.Stat_t
-	if err := unix.Stat(opts.NamespaceFile, &pinned); err != nil {
+	if err := unix.Stat(src, &pinned); err != nil {
 		return fail(err)
 	}
 	pinDir, err := unix.Open(filepath.Dir(opts.NamespaceFile), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -223,8 +282,16 @@ func pauseMain(opts *PauseOptions, tell func(shimReady)) int {
 	signal.Ignore(unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE, unix.SIGALRM, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGWINCH)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGCHLD)
-	if err := unix.Chroot(opts.Root); err != nil {
-		return fail(fmt.Errorf("chroot %s: %w", opts.Root, err))
+	// In a user namespace of the pod's own the pause process stays the
+	// node's root, an id the namespace does not map: it keeps no
+	// capability there across execve, so it cannot chroot; nor can the
+	// pod's processes, mapped ids without CAP_SYS_PTRACE, open its /proc
+	// files. (As the mapped root it could not even have been executed
+	// from a 0700 directory.)
+	if !opts.PinnedByParent {
+		if err := unix.Chroot(opts.Root); err != nil {
+			return fail(fmt.Errorf("chroot %s: %w", opts.Root, err))
+		}
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return fail(err)
