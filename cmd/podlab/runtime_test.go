@@ -140,23 +140,6 @@ func TestRuntime_Crictl(t *testing.T) {
 	if got := c.onTerminal("exec", "-it", cid[:13], "/hello", "--once"); !strings.Contains(got, "Hello from crictl!\r\n") {
 		t.Fatalf("crictl exec -it /hello --once: %q", got)
 	}
-	// attach follows the container's output.
-	att := exec.Command(c.bin, "--config", filepath.Join(c.home, "crictl.yaml"), "attach", cid)
-	attOut := &lockedBuffer{}
-	att.Stdout, att.Stderr = attOut, attOut
-	if err := att.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(attOut.String(), "Hello from crictl"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			break
-		}
-	}
-	att.Process.Kill()
-	att.Wait()
-	if !strings.Contains(attOut.String(), "Hello from crictl") {
-		t.Fatalf("crictl attach: %q", attOut.String())
-	}
 	if got := c.must("exec", "-s", cid[:13], "/hello", "--once"); !strings.Contains(got, "Hello from crictl") {
 		t.Fatalf("crictl exec -s /hello --once:\n%s", got)
 	}
@@ -212,6 +195,41 @@ func TestRuntime_Crictl(t *testing.T) {
 	if !strings.Contains(body, "Hello from crictl") {
 		t.Fatalf("crictl port-forward %d:8080: got %q\n%s", port, body, pfOut.String())
 	}
+
+	// attach -i: a container made with stdin (and stdin_once) reads what
+	// crictl's stdin sends; at its end the container's stdin closes, cat
+	// exits, and so does the attach. cat and its libraries are the node's
+	// (/usr, mounted read-only): the hello image has only /hello.
+	catCfg := filepath.Join(dir, "cat-config.json")
+	var mounts []map[string]any
+	for host, ctr := range map[string]string{"/usr": "/usr", "/usr/lib": "/lib", "/usr/lib64": "/lib64"} {
+		mounts = append(mounts, map[string]any{"host_path": host, "container_path": ctr, "readonly": true})
+	}
+	writeJSON(t, catCfg, map[string]any{"metadata": map[string]any{"name": "cat"}, "image": map[string]any{"image": ref},
+		"log_path": "cat/0.log", "command": []string{"/usr/bin/cat"}, "stdin": true, "stdin_once": true, "mounts": mounts})
+	catID := strings.TrimSpace(c.must("create", podID, catCfg, pod))
+	c.must("start", catID)
+	att := exec.Command(c.bin, "--config", filepath.Join(c.home, "crictl.yaml"), "attach", "-i", catID)
+	att.Stdin = strings.NewReader("a line through crictl attach -i\n")
+	attDone := make(chan struct{})
+	var attOut []byte
+	go func() { attOut, err = att.CombinedOutput(); close(attDone) }()
+	select {
+	case <-attDone:
+	case <-time.After(20 * time.Second):
+		att.Process.Kill()
+		<-attDone
+	}
+	if err != nil || string(attOut) != "a line through crictl attach -i\n" {
+		t.Fatalf("crictl attach -i %s: %v: %q, want cat's echo of the line", catID, err, attOut)
+	}
+	if got := c.must("ps", "-a", "--name", "^cat$"); !strings.Contains(got, "Exited") {
+		t.Fatalf("crictl ps -a after cat's stdin closed:\n%s", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "logs", "cat", "0.log")); err != nil || !strings.Contains(string(b), " stdout F a line through crictl attach -i\n") {
+		t.Fatalf("cat's log: %q %v", b, err)
+	}
+	c.must("rm", catID)
 
 	c.must("stop", cid)
 	if got := c.must("ps", "-a"); !strings.Contains(got, "Exited") {

@@ -113,19 +113,12 @@ func (s *Server) create(ctx context.Context, sb *sandboxRecord, c *containerReco
 	if _, err := spec.Write(c.Bundle, sp); err != nil {
 		return err
 	}
-	if _, err := s.rtOf(c).Create(ctx, c.ID, c.Bundle); err != nil {
+	// The shim writes the CRI log where the configs say (the kubelet
+	// reads and rotates it there), keeps the stdin, holds the terminal.
+	cfg := c.config
+	if _, err := s.rtOf(c).CreateWithOptions(ctx, c.ID, c.Bundle, runc.CreateOptions{LogPath: c.LogPath,
+		Stdin: cfg.Stdin, StdinOnce: cfg.StdinOnce, Tty: cfg.Tty}); err != nil {
 		return err
-	}
-	if c.LogPath != "" {
-		// The shim writes the CRI log in the runtime's container
-		// directory; the kubelet and crictl read it where the configs say.
-		if err := os.MkdirAll(filepath.Dir(c.LogPath), 0o755); err != nil {
-			return err
-		}
-		_ = os.Remove(c.LogPath)
-		if err := os.Symlink(s.rtOf(c).LogPath(c.ID), c.LogPath); err != nil {
-			return fmt.Errorf("linking the log %s: %w", c.LogPath, err)
-		}
 	}
 	c.State = stateCreated
 	return s.rec.putContainer(c)
@@ -164,7 +157,8 @@ func (s *Server) cleanContainer(ctx context.Context, c *containerRecord, halfMad
 		}
 	}
 	if halfMade && c.LogPath != "" {
-		if fi, err := os.Lstat(c.LogPath); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// the shim of a create that failed may have begun the log
+		if fi, err := os.Lstat(c.LogPath); err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) {
 			_ = os.Remove(c.LogPath)
 		}
 	}
@@ -443,16 +437,20 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }
 
-// ReopenContainerLog: the shim keeps its log file open for the
-// container's life, and cannot reopen it yet; a running container's log
-// is not rotated (the kubelet logs the error and tries again later).
+// ReopenContainerLog has the container's shim close its log and open the
+// log path again, as containerd's CRI replaces the container's log writer:
+// the kubelet renamed N.log to N.log.<time> (rotation) and asks for a new
+// N.log. Only a running container's log is reopened.
 func (s *Server) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
 	c, err := s.findContainer(req.ContainerId)
 	if err != nil {
 		return nil, err
 	}
 	if st := s.containerState(ctx, c); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return nil, status.Errorf(codes.FailedPrecondition, "container %s is not running", c.ID)
+		return nil, status.Errorf(codes.FailedPrecondition, "container is not running: container %s is in %s state", c.ID, st.State)
 	}
-	return nil, status.Errorf(codes.Unimplemented, "reopening the log of container %s: podlab's shim keeps its log open for the container's life", c.ID)
+	if err := s.rtOf(c).ReopenLog(ctx, c.ID); err != nil {
+		return nil, status.Errorf(codes.Unknown, "failed to reopen the log of container %q: %v", c.ID, err)
+	}
+	return &runtimeapi.ReopenContainerLogResponse{}, nil
 }

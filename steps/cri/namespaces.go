@@ -34,10 +34,11 @@ func cloneFlag(kind string) int {
 // pinNamespaces makes namespaces of kinds (net, ipc, uts; user first when
 // u is set), pinned at paths[kind], with lo up in the network namespace
 // and hostname in the UTS namespace. With u, a child clones them all,
-// owned by the new user namespace (pinInUserNamespace), and a thread joins
-// the pinned network and UTS namespaces to set them up; without, a locked
-// OS thread unshares them. On failure it removes what it made.
-func pinNamespaces(kinds []string, paths map[string]string, hostname string, u *userNamespace) error {
+// owned by the new user namespace (hold, or pinInUserNamespace when hold
+// is nil), and a thread joins the pinned network and UTS namespaces to
+// set them up; without, a locked OS thread unshares them. On failure it
+// removes what it made.
+func pinNamespaces(kinds []string, paths map[string]string, hostname string, u *userNamespace, hold func(kinds []string, paths map[string]string) error) error {
 	if len(kinds) == 0 {
 		return nil
 	}
@@ -54,7 +55,10 @@ func pinNamespaces(kinds []string, paths map[string]string, hostname string, u *
 	}
 	threadKinds := kinds
 	if u != nil {
-		if err := pinInUserNamespace(u, kinds, paths); err != nil {
+		if hold == nil {
+			hold = func(kinds []string, paths map[string]string) error { return pinInUserNamespace(u, kinds, paths) }
+		}
+		if err := hold(kinds, paths); err != nil {
 			_, _ = unpinNamespaces(paths)
 			return err
 		}

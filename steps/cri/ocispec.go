@@ -22,6 +22,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/spec"
 )
 
@@ -118,7 +119,10 @@ func (s *Server) containerSpec(ctx context.Context, id string, sb *sandboxRecord
 		}
 	}
 	list := []oci.SpecOpts{
-		withSandboxNamespaces(sb, sc.GetNamespaceOptions(), s.note),
+		withSandboxNamespaces(sb, sc.GetNamespaceOptions(), s.note, func() error {
+			o := s.pauseOptions(sb)
+			return runc.PauseRunning(o.PidFile, o.NamespaceFile)
+		}),
 		withResources(lx.GetResources()),
 		spec.WithOOMScoreAdj(oom),
 		withMounts(mounts),
@@ -126,6 +130,9 @@ func (s *Server) containerSpec(ctx context.Context, id string, sb *sandboxRecord
 		withSecurity(sc),
 		spec.WithSeccomp(seccompType, seccompPath),
 		oci.WithAnnotations(annotations),
+	}
+	if cfg.GetTty() {
+		list = append(list, oci.WithTTY) // the shim holds the terminal (runc's --console-socket)
 	}
 	if u := sb.UserNS; u != nil {
 		// after the mounts it idmaps: the runtime's files for the pod
@@ -163,14 +170,13 @@ func runtimeOOMScoreAdj() int {
 }
 
 // withSandboxNamespaces makes the container join its sandbox's network,
-// IPC and UTS namespaces by path, or the node's. Its PID namespace is its
-// own (CONTAINER), or the node's (NODE). POD mode (the zero value, what a
-// crictl config without namespace_options asks; the kubelet asks it only
-// for shareProcessNamespace) shares the sandbox's PID namespace in
-// containerd, which a pause process holds: podlab's pinned sandboxes have
-// no process, so POD gets the container its own too (note says so), and
-// TARGET (a debug container's) is refused.
-func withSandboxNamespaces(sb *sandboxRecord, ns *runtimeapi.NamespaceOption, note func(string, ...any)) oci.SpecOpts {
+// IPC and UTS namespaces by path, or the node's. Its PID namespace, as
+// containerd's WithPodNamespaces: mode POD (the zero value, what a crictl
+// config without namespace_options asks; the kubelet asks it for
+// shareProcessNamespace) joins the sandbox's, which its pause process
+// holds (pauseRunning says whether it still does); CONTAINER gets its own,
+// NODE the node's; TARGET (a debug container's) is refused.
+func withSandboxNamespaces(sb *sandboxRecord, ns *runtimeapi.NamespaceOption, note func(string, ...any), pauseRunning func() error) oci.SpecOpts {
 	return func(ctx context.Context, cl oci.Client, c *containers.Container, s *specs.Spec) error {
 		for _, j := range []struct {
 			t    specs.LinuxNamespaceType
@@ -197,7 +203,15 @@ func withSandboxNamespaces(sb *sandboxRecord, ns *runtimeapi.NamespaceOption, no
 		case runtimeapi.NamespaceMode_NODE:
 			return oci.WithHostNamespace(specs.PIDNamespace)(ctx, cl, c, s)
 		case runtimeapi.NamespaceMode_POD:
-			note("container %s: pid namespace mode POD: podlab's sandboxes hold no process whose PID namespace could be shared; the container gets its own", c.ID)
+			p, ok := sb.Namespaces["pid"]
+			if !ok {
+				note("container %s: pid namespace mode POD in a sandbox with no PID namespace to share (its pid mode is not POD, or it runs under runsc): the container gets its own", c.ID)
+				return nil
+			}
+			if err := pauseRunning(); err != nil {
+				return fmt.Errorf("joining the sandbox's PID namespace: %w (remove the sandbox and run a new one)", err)
+			}
+			return oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.PIDNamespace, Path: p})(ctx, cl, c, s)
 		case runtimeapi.NamespaceMode_TARGET:
 			return fmt.Errorf("pid namespace mode TARGET (a debug container's target %q) is not supported: podlab's containers share no PID namespace", ns.GetTargetId())
 		}

@@ -66,7 +66,7 @@ func TestServer_Restart(t *testing.T) {
 	if err := n.srv.rec.putSandbox(hsb); err != nil {
 		t.Fatal(err)
 	}
-	if err := pinNamespaces([]string{"net", "ipc", "uts"}, hsb.Namespaces, "half", nil); err != nil {
+	if err := pinNamespaces([]string{"net", "ipc", "uts"}, hsb.Namespaces, "half", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	n.stop()

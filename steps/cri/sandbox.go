@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -15,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/steps/cni"
+	"github.com/podlab/podlab/steps/runc"
 )
 
 // sandboxKinds are the namespaces a sandbox pins: net and uts unless the
@@ -97,6 +100,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	for _, k := range kinds {
 		sb.Namespaces[k] = s.node.NamespaceFile(k, id)
 	}
+	if s.sharesPidNamespace(cfg, h) {
+		sb.Namespaces["pid"] = s.node.NamespaceFile("pid", id) // its pause process pins it
+	}
 	// The record comes first: a server killed from here on finds it
 	// "creating" when it starts again, and removes what was made.
 	if err := s.rec.putSandbox(sb); err != nil {
@@ -115,11 +121,34 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 			return fail(err)
 		}
 	}
-	if err := pinNamespaces(kinds, sb.Namespaces, hostname(cfg), userns); err != nil {
+	var hold func([]string, map[string]string) error // pinInUserNamespace's cat
+	_, sharedPid := sb.Namespaces["pid"]
+	if userns != nil && sharedPid {
+		// The pause process makes the pod's user namespace, and the
+		// others inside it: a PID namespace its containers can join
+		// belongs to their user namespace.
+		hold = func(kinds []string, paths map[string]string) error {
+			o := s.pauseOptions(sb)
+			o.Namespaces = map[string]string{}
+			for _, k := range kinds {
+				o.Namespaces[k] = paths[k]
+			}
+			o.UIDMappings = []syscall.SysProcIDMap{{ContainerID: int(userns.UID.ContainerID), HostID: int(userns.UID.HostID), Size: int(userns.UID.Size)}}
+			o.GIDMappings = []syscall.SysProcIDMap{{ContainerID: int(userns.GID.ContainerID), HostID: int(userns.GID.HostID), Size: int(userns.GID.Size)}}
+			_, err := runc.StartPause(ctx, s.cfg.Shim, o)
+			return err
+		}
+	}
+	if err := pinNamespaces(kinds, sb.Namespaces, hostname(cfg), userns, hold); err != nil {
 		return fail(err)
 	}
 	if err := s.writePodFiles(sb); err != nil {
 		return fail(err)
+	}
+	if sharedPid && userns == nil {
+		if _, err := runc.StartPause(ctx, s.cfg.Shim, s.pauseOptions(sb)); err != nil {
+			return fail(fmt.Errorf("starting the pod's pause process, PID 1 of its shared PID namespace: %w", err))
+		}
 	}
 	if userns != nil {
 		if err := checkIDMappedMounts(s.node.PodDir(id), sb.Namespaces["user"]); err != nil {
@@ -210,13 +239,45 @@ func (s *Server) writePodFiles(sb *sandboxRecord) error {
 	return nil
 }
 
+// sharesPidNamespace: the sandbox makes a PID namespace its containers
+// may share (pid mode POD: shareProcessNamespace, and crictl's default),
+// held by a pause process. CONTAINER gives each container its own, NODE
+// the node's. runsc runs each container in a gVisor sandbox of its own:
+// its containers get their own (note says so).
+func (s *Server) sharesPidNamespace(cfg *runtimeapi.PodSandboxConfig, h runc.Handler) bool {
+	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() != runtimeapi.NamespaceMode_POD {
+		return false
+	}
+	switch {
+	case gVisor(h):
+		s.note("sandbox %s: pid namespace mode POD under runsc: each container is a gVisor sandbox with its own PID namespace", cfg.GetMetadata().GetName())
+		return false
+	}
+	return true
+}
+
+// pauseOptions place a sandbox's pause process: its PID namespace pinned
+// with the others, its PID, empty root and log in the pod's directory.
+func (s *Server) pauseOptions(sb *sandboxRecord) runc.PauseOptions {
+	dir := s.node.PodDir(sb.ID)
+	return runc.PauseOptions{NamespaceFile: sb.Namespaces["pid"], PidFile: filepath.Join(dir, "pause.pid"),
+		Root: filepath.Join(dir, "pause-root"), Log: filepath.Join(dir, "pause.log")}
+}
+
 // teardownSandbox detaches the sandbox from the network (CNI DEL, while
-// its network namespace still exists) and unpins its namespaces.
+// its network namespace still exists), stops its pause process (which
+// ends what is left in its PID namespace) and unpins its namespaces.
 func (s *Server) teardownSandbox(ctx context.Context, sb *sandboxRecord) ([]string, error) {
 	var errs []error
 	if _, ok := sb.Namespaces["net"]; ok {
 		if _, err := s.network.Teardown(ctx, sb.ID); err != nil {
 			errs = append(errs, fmt.Errorf("failed to destroy network for sandbox %q: %w", sb.ID, err))
+		}
+	}
+	if _, ok := sb.Namespaces["pid"]; ok {
+		o := s.pauseOptions(sb)
+		if err := runc.StopPause(ctx, o.PidFile, o.NamespaceFile); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	removed, err := unpinNamespaces(sb.Namespaces)
@@ -343,8 +404,13 @@ func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandbo
 	}
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
 	if req.Verbose {
-		info, _ := json.Marshal(map[string]any{"record": s.rec.sandboxPath(sb.ID), "namespaces": sb.Namespaces,
-			"cgroupParent": sb.CgroupParent, "cniNetwork": sb.Network, "podDir": s.node.PodDir(sb.ID)})
+		i := map[string]any{"record": s.rec.sandboxPath(sb.ID), "namespaces": sb.Namespaces,
+			"cgroupParent": sb.CgroupParent, "cniNetwork": sb.Network, "podDir": s.node.PodDir(sb.ID)}
+		if _, ok := sb.Namespaces["pid"]; ok {
+			o := s.pauseOptions(sb)
+			i["pausePid"], i["pausePidFile"] = readPidFile(o.PidFile), o.PidFile
+		}
+		info, _ := json.Marshal(i)
 		resp.Info = map[string]string{"info": string(info)}
 	}
 	return resp, nil
@@ -389,3 +455,13 @@ func labelsMatch(sel, labels map[string]string) bool {
 
 // netnsPath is the sandbox's network namespace, or "" (the node's).
 func (sb *sandboxRecord) netnsPath() string { return sb.Namespaces["net"] }
+
+// readPidFile is the number in a PID file, or 0.
+func readPidFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}

@@ -9,7 +9,6 @@ package cri
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -114,15 +113,16 @@ func (s *Server) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtim
 }
 
 // Attach answers the URL where the client attaches to the container's
-// output. podlab's shim writes the output to the log and keeps no stdin:
-// attach follows the log (stdin is refused).
+// stdio, as containerd's: its output from now on, and its stdin when it
+// was created with one (a stdin asked of a container without one is not
+// read, as containerd ignores it).
 func (s *Server) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
 	c, err := s.runningContainer(ctx, req.ContainerId)
 	if err != nil {
 		return nil, err
 	}
-	if req.Stdin {
-		return nil, status.Errorf(codes.Unimplemented, "attach with stdin to container %s: podlab's shim gives containers no stdin; attach without -i", c.ID)
+	if req.Stdin && !c.config.GetStdin() {
+		s.note("Attach: container %s was created without stdin (ContainerConfig.stdin false): the client's stdin is not read", c.ID)
 	}
 	r := proto.Clone(req).(*runtimeapi.AttachRequest)
 	r.ContainerId = c.ID
@@ -248,16 +248,35 @@ func openPty() (leader, follower *os.File, err error) {
 	return leader, follower, nil
 }
 
-// Attach is streaming.Runtime's: the container's log, followed until it
-// exits.
+// Attach is streaming.Runtime's: the container's stdio through its shim
+// (runc.Runtime.Attach), until its output ends or the client detaches.
 func (st *streamServer) Attach(ctx context.Context, id string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
-	if out == nil {
-		out = errw
+	var opts runc.AttachOptions
+	if in != nil {
+		opts.Stdin = in
 	}
-	if out == nil {
-		return errors.New("attach: no output stream asked for")
+	if out != nil {
+		opts.Stdout = out
 	}
-	return st.s.rtByID(id).Logs(ctx, id, out, runc.LogsOptions{Follow: true})
+	if errw != nil {
+		opts.Stderr = errw
+	}
+	if resize != nil {
+		sizes, done := make(chan runc.WindowSize), make(chan struct{})
+		defer close(done)
+		opts.Resize = sizes
+		go func() {
+			defer close(sizes)
+			for sz := range resize {
+				select {
+				case sizes <- runc.WindowSize{Width: sz.Width, Height: sz.Height}:
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	return st.s.rtByID(id).Attach(ctx, id, opts)
 }
 
 // PortForward is streaming.Runtime's: a connection to 127.0.0.1:port made

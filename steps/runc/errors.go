@@ -35,6 +35,11 @@ var (
 	// ErrNoLog means the container has no log file (its container.log was
 	// removed, or an older podlab ran it in the foreground without one).
 	ErrNoLog = errors.New("container has no log file")
+
+	// ErrNoShim means the container's shim does not answer on its socket
+	// (containers/<id>/shim.sock): the container exited and its shim with
+	// it, or it runs in the foreground, which has no shim.
+	ErrNoShim = errors.New("the container's shim is not running")
 )
 
 // Errors about runtime handlers (RuntimeClass's .handler), found before

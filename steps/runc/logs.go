@@ -92,6 +92,14 @@ type criWriter struct {
 	now func() time.Time
 }
 
+// swap makes w the file the lines go to, from the next line on (the log
+// was reopened after a rotation).
+func (cw *criWriter) swap(w io.Writer) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	cw.w = w
+}
+
 func (cw *criWriter) write(stream string, partial bool, msg []byte) error {
 	cw.mu.Lock()
 	defer cw.mu.Unlock()

@@ -15,9 +15,11 @@
 //	runc/<id>/state.json         runc's own record of the container (runc --root)
 //	runc/<id>/exec.fifo          the fifo `runc start` opens to let the app run
 //	containers/<id>/container.json   podlab's record: bundle, cgroups path, how it ran
-//	containers/<id>/container.log    stdout and stderr in the CRI log format
+//	containers/<id>/container.log    stdout and stderr in the CRI log format (or
+//	                                 a link to the log the kubelet named)
 //	containers/<id>/exit.json        the exit code, once the container exited
 //	containers/<id>/shim.pid, shim.log, runc.log
+//	containers/<id>/shim.sock        the shim's socket: attach, reopen the log
 //
 // The package never prints: Runtime.OnCommand receives each runc command line.
 //
@@ -430,6 +432,27 @@ type Created struct {
 // capabilities, and leaves the container's process blocked on the exec fifo
 // until Start.
 func (r *Runtime) Create(ctx context.Context, id, bundle string) (*Created, error) {
+	return r.CreateWithOptions(ctx, id, bundle, CreateOptions{})
+}
+
+// CreateOptions are what a CRI ContainerConfig asks of the shim besides
+// the bundle.
+type CreateOptions struct {
+	// LogPath is where the shim writes the CRI log: the kubelet's
+	// log_directory/log_path (/var/log/pods/.../NAME/N.log), which the
+	// kubelet rotates and ReopenLog reopens. containers/<id>/container.log
+	// is then a symlink to it. Empty: container.log itself.
+	LogPath string
+	// Stdin gives the container a stdin that Attach writes to (the shim
+	// keeps the pipe's write end); StdinOnce closes it when the first
+	// attached client's stdin ends. Tty runs the container on a terminal
+	// (the spec must say process.terminal): its output is all stdout.
+	Stdin, StdinOnce, Tty bool
+}
+
+// CreateWithOptions is Create with the log path, stdin and terminal a CRI
+// ContainerConfig asks for.
+func (r *Runtime) CreateWithOptions(ctx context.Context, id, bundle string, opts CreateOptions) (*Created, error) {
 	if len(r.Shim) == 0 {
 		return nil, errors.New("creating a detached container needs Runtime.Shim, the command that runs ShimMain")
 	}
@@ -445,6 +468,19 @@ func (r *Runtime) Create(ctx context.Context, id, bundle string) (*Created, erro
 		LogPath:  r.LogPath(id),
 		ExitPath: r.ExitPath(id),
 		RuncLog:  filepath.Join(dir, "runc.log"),
+		Stdin:    opts.Stdin, StdinOnce: opts.StdinOnce, Tty: opts.Tty,
+	}
+	if opts.LogPath != "" && opts.LogPath != cfg.LogPath {
+		lp, err := filepath.Abs(opts.LogPath)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		if err := os.Symlink(lp, cfg.LogPath); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("creating container %s: linking its log: %w", id, err)
+		}
+		cfg.LogPath = lp
 	}
 	cfg.Argv = r.argv("--log", cfg.RuncLog, "--log-format", "json",
 		"create", "--bundle", rec.Bundle, "--pid-file", cfg.PidFile, id)

@@ -13,9 +13,15 @@ package runc
 //	       └─ container process (reparented to the shim, the subreaper)
 //
 // The shim holds the read ends of the container's stdout and stderr pipes and
-// copies them line by line into container.log (CRI format), tells podlab over
-// fd 3 that the container is created (or why not), then wait4()s the
-// container's process and writes its exit code to exit.json.
+// copies them line by line into container.log (CRI format; or the kubelet's
+// log path, CreateOptions.LogPath, with container.log a link to it), tells
+// podlab over fd 3 that the container is created (or why not), then wait4()s
+// the container's process and writes its exit code to exit.json. Meanwhile it
+// answers on containers/<id>/shim.sock (shimio.go): attach (the output from
+// then on; the stdin pipe's write end, which it keeps for a container created
+// with Stdin) and reopen-log (after the kubelet renamed the log). A container
+// with Tty runs on a terminal whose leader end runc hands the shim over
+// --console-socket, as containerd-shim-runc-v2 gets it.
 
 import (
 	"context"
@@ -23,10 +29,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +55,16 @@ type shimConfig struct {
 	LogPath  string   `json:"logPath"`
 	ExitPath string   `json:"exitPath"`
 	RuncLog  string   `json:"runcLog"`
+	// Stdin gives the container a stdin pipe whose write end the shim
+	// keeps for attach; StdinOnce closes it when the first attached
+	// client's stdin ends; Tty runs the container on a terminal (runc's
+	// --console-socket), whose output is all stdout.
+	Stdin     bool `json:"stdin,omitempty"`
+	StdinOnce bool `json:"stdinOnce,omitempty"`
+	Tty       bool `json:"tty,omitempty"`
+	// Pause, when set, makes this program a pod's pause process instead
+	// of a shim (pause.go); the other fields are unused then.
+	Pause *PauseOptions `json:"pause,omitempty"`
 }
 
 // shimReady is the shim's one message to podlab, on fd 3.
@@ -133,6 +152,9 @@ func ShimMain() int {
 		tell(shimReady{Error: err.Error()})
 		return 1
 	}
+	if cfg.Pause != nil {
+		return pauseMain(cfg.Pause, tell)
+	}
 	if err := os.WriteFile(filepath.Join(cfg.Dir, "shim.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return fail(err)
 	}
@@ -141,15 +163,57 @@ func ShimMain() int {
 		return fail(fmt.Errorf("PR_SET_CHILD_SUBREAPER: %w", err))
 	}
 
+	if err := os.MkdirAll(filepath.Dir(cfg.LogPath), 0o755); err != nil {
+		return fail(err)
+	}
 	logFile, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return fail(err)
 	}
-	defer logFile.Close()
-	cw := &criWriter{w: logFile, now: time.Now}
-	stdin, err := os.Open(os.DevNull)
+	sio := &shimIO{cw: &criWriter{w: logFile, now: time.Now}, logPath: cfg.LogPath, log: logFile,
+		tty: cfg.Tty, stdinOnce: cfg.StdinOnce, clients: map[*attachClient]bool{}}
+	defer func() {
+		sio.mu.Lock()
+		defer sio.mu.Unlock()
+		sio.log.Close()
+		if sio.stdin != nil {
+			sio.stdin.Close()
+		}
+		if sio.console != nil {
+			sio.console.Close()
+		}
+	}()
+
+	// The socket the runtime reaches the container's stdio through
+	// (shimio.go): attach, reopen the log.
+	sock := filepath.Join(cfg.Dir, shimSocketName)
+	_ = os.Remove(sock)
+	sockPath, closeDir, err := dirPath(cfg.Dir, shimSocketName)
 	if err != nil {
 		return fail(err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sockPath, Net: "unix"})
+	closeDir()
+	if err != nil {
+		return fail(fmt.Errorf("listening on %s: %w", sock, err))
+	}
+	ln.SetUnlinkOnClose(false) // its name was the descriptor's: removed by path below
+	defer os.Remove(sock)
+	defer ln.Close()
+
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fail(err)
+	}
+	defer devNull.Close()
+	stdin := devNull
+	if cfg.Stdin && !cfg.Tty {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		defer r.Close()
+		stdin, sio.stdin = r, w
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -160,23 +224,77 @@ func ShimMain() int {
 		return fail(err)
 	}
 	var copying sync.WaitGroup
-	for stream, rd := range map[string]*os.File{"stdout": outR, "stderr": errR} {
+	copyStream := func(stream string, kind byte, rd io.Reader, c io.Closer) {
 		copying.Go(func() {
-			if err := cw.copy(stream, rd); err != nil {
+			if err := sio.cw.copy(stream, io.TeeReader(rd, tee{sio, kind})); err != nil {
 				fmt.Fprintf(os.Stderr, "podlab shim: copying %s: %v\n", stream, err)
 			}
-			rd.Close()
+			c.Close()
 		})
 	}
+	if !cfg.Tty {
+		copyStream("stdout", frameStdout, outR, outR)
+		copyStream("stderr", frameStderr, errR, errR)
+	} else {
+		// runc's own output (it has no container output then) is the log's
+		copying.Go(func() { _, _ = io.Copy(os.Stderr, outR); outR.Close() })
+		copying.Go(func() { _, _ = io.Copy(os.Stderr, errR); errR.Close() })
+	}
 
-	// runc create: the container's process inherits the pipes' write ends.
-	create := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
+	// runc create: the container's process inherits the pipes' write ends,
+	// or, with a terminal, runc sends its leader end to the console socket.
+	argv := cfg.Argv
+	var console chan consoleResult
+	if cfg.Tty {
+		cpath, closeCDir, err := dirPath(cfg.Dir, "console.sock")
+		if err != nil {
+			return fail(err)
+		}
+		defer closeCDir()
+		_ = os.Remove(filepath.Join(cfg.Dir, "console.sock"))
+		cln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cpath, Net: "unix"})
+		if err != nil {
+			return fail(fmt.Errorf("listening for runc's terminal: %w", err))
+		}
+		cln.SetUnlinkOnClose(false)
+		defer os.Remove(filepath.Join(cfg.Dir, "console.sock"))
+		defer cln.Close()
+		console = make(chan consoleResult, 1)
+		go func() {
+			f, err := receiveConsole(cln)
+			console <- consoleResult{f, err}
+		}()
+		// runc is another process: its /proc/self is not ours
+		cpath = strings.Replace(cpath, "/proc/self/", fmt.Sprintf("/proc/%d/", os.Getpid()), 1)
+		argv = append(slices.Clone(argv[:len(argv)-1]), "--console-socket", cpath, argv[len(argv)-1])
+	}
+	create := exec.Command(argv[0], argv[1:]...)
 	create.Stdin, create.Stdout, create.Stderr = stdin, outW, errW
 	create.Dir = "/"
 	runErr := create.Run()
 	outW.Close()
 	errW.Close()
-	stdin.Close()
+	if stdin != devNull {
+		stdin.Close()
+	}
+	if runErr == nil && cfg.Tty {
+		select {
+		case c := <-console:
+			if c.err != nil {
+				runErr = c.err
+			} else {
+				sio.mu.Lock()
+				sio.console = c.f
+				if cfg.Stdin {
+					sio.stdin = c.f
+				}
+				sio.mu.Unlock()
+				copyStream("stdout", frameStdout, consoleReader{c.f}, io.NopCloser(nil))
+			}
+		case <-time.After(10 * time.Second):
+			runErr = errors.New("runc sent no terminal to the console socket in 10s")
+		}
+	}
 	if runErr != nil {
 		msg := ""
 		if b, err := os.ReadFile(cfg.RuncLog); err == nil {
@@ -192,17 +310,24 @@ func ShimMain() int {
 	if pid <= 0 {
 		return fail(fmt.Errorf("no container pid in %s", cfg.PidFile))
 	}
+	go sio.serve(ln)
 	tell(shimReady{Pid: pid})
 
 	ex := reap(pid)
 	// The container is gone; its pipes close when the last process in its
 	// pid namespace is. Take the last lines, then record the exit.
 	waitTimeout(&copying, 5*time.Second)
+	sio.end()
 	if err := writeJSON(cfg.ExitPath, ex); err != nil {
 		// deleted meanwhile (runc delete --force, then podlab removed the directory)
 		fmt.Fprintf(os.Stderr, "podlab shim: writing exit code %d: %v\n", ex.Code, err)
 	}
 	return 0
+}
+
+type consoleResult struct {
+	f   *os.File
+	err error
 }
 
 // reap waits for the container's process, reaping every orphan that comes to
