@@ -18,6 +18,9 @@ import (
 // holds the name of the test that runs in the new network namespace.
 const netnsEnv = "PODLAB_TEST_IN_NETNS"
 
+// runMainEnv, set, makes cmd/podlab's test binary run as podlab itself.
+const runMainEnv = "PODLAB_TEST_RUN_MAIN"
+
 // InNewNetns runs the calling top-level test in a network namespace of its
 // own, so that the bridges, veths, routes and iptables rules it makes never
 // touch the host's and vanish with it. The first call starts a copy of the
@@ -43,7 +46,16 @@ func InNewNetns(t *testing.T) bool {
 	}
 	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.v"}
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), netnsEnv+"="+t.Name())
+	// The copy runs the test: not as the program a test binary also is
+	// when PODLAB_TEST_RUN_MAIN is set (cmd/podlab's TestMain sets it for
+	// every child it starts, and sets it again in the copy).
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, runMainEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, netnsEnv+"="+t.Name())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s in a network namespace of its own:\n%s", t.Name(), out)
