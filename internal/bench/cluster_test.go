@@ -19,7 +19,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -78,29 +77,11 @@ type clusterResult struct {
 	Phases   string         // where the time went: created, bound, Running, each pod's, from the create
 }
 
-// syncBuffer is a component's output, written by its process, read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // component is a podlab process the run started.
 type component struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testenv.SyncBuffer
 	done chan struct{}
 }
 
@@ -144,7 +125,7 @@ func (r *labRun) start(args ...string) *component {
 	r.tb.Helper()
 	cmd := exec.Command(r.podlab, append([]string{"--state-dir", r.layout.Dir}, args...)...)
 	cmd.Env = append(os.Environ(), "PODLAB_RUNTIME="+r.runc)
-	c := &component{name: strings.Join(args, " "), cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	c := &component{name: strings.Join(args, " "), cmd: cmd, out: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	if err := cmd.Start(); err != nil {
 		r.tb.Fatal(err)

@@ -1,10 +1,8 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/podlab/podlab/internal/klog"
+	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/apiserver"
 )
 
@@ -27,25 +26,7 @@ type lab struct {
 	srv   *apiserver.Server
 	admin apiserver.Interface
 	cm    apiserver.Interface
-	log   *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of Run.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log   *testenv.SyncBuffer
 }
 
 func newLab(t *testing.T, opts ...apiserver.Option) *lab {
@@ -69,7 +50,7 @@ func newLab(t *testing.T, opts ...apiserver.Option) *lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &lab{t: t, ctx: ctx, srv: srv, admin: admin, cm: cm, log: &syncBuffer{}}
+	return &lab{t: t, ctx: ctx, srv: srv, admin: admin, cm: cm, log: &testenv.SyncBuffer{}}
 }
 
 // manager is a controller-manager logging at -v=4 into the lab's log.

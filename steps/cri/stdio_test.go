@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -214,24 +213,6 @@ func TestServer_ReopenContainerLog_BadInput(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer the attach's writers and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // sizeQueue hands the attach one terminal size.
 type sizeQueue struct {
 	sizes chan remotecommand.TerminalSize
@@ -249,7 +230,7 @@ func (q sizeQueue) Next() *remotecommand.TerminalSize {
 // as the kubelet's and crictl's client-go attaches.
 type attachSession struct {
 	stdin  *io.PipeWriter
-	out    *syncBuffer
+	out    *testenv.SyncBuffer
 	done   chan error
 	cancel context.CancelFunc
 }
@@ -269,7 +250,7 @@ func attach(t *testing.T, n *node, id string, req *runtimeapi.AttachRequest) *at
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &attachSession{out: &syncBuffer{}, done: make(chan error, 1)}
+	s := &attachSession{out: &testenv.SyncBuffer{}, done: make(chan error, 1)}
 	opts := remotecommand.StreamOptions{Stdout: s.out, Tty: req.Tty}
 	if req.Stderr {
 		opts.Stderr = s.out

@@ -1,7 +1,6 @@
 package netagent_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,24 +26,6 @@ import (
 	"github.com/podlab/podlab/steps/netagent"
 	"github.com/podlab/podlab/steps/pki"
 )
-
-// syncBuffer is a bytes.Buffer safe for the agent's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // newNetns makes a network namespace bind-mounted at dir/name (as podlab
 // node join pins a node's), unmounted when the test ends, and a netlink
@@ -195,7 +175,7 @@ func TestAgent_Routes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	log := &syncBuffer{}
+	log := &testenv.SyncBuffer{}
 	a, err := netagent.New(netagent.Config{Client: agentClient, Node: "node-1", Netns: ms[0].path, Log: log, Resync: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +287,7 @@ func TestAgent_UnknownNode(t *testing.T) {
 	if _, err := admin.Create(ctx, apiNode("node-2", "10.244.2.0/24", ms[1].ip.String())); err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuffer{}
+	log := &testenv.SyncBuffer{}
 	a, err := netagent.New(netagent.Config{Client: agentClient, Node: "node-1", Netns: ms[0].path, Log: log, Resync: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	specv1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/pull"
 )
 
@@ -196,24 +195,6 @@ func TestLoad_SecondLoadUploadsNoBlob(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRun_LoadsThenServes(t *testing.T) {
 	dir, named := demoLayout(t)
 	blobDir := filepath.Join(t.TempDir(), "registry")
@@ -222,7 +203,7 @@ func TestRun_LoadsThenServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	readyc := make(chan []Loaded, 1)
 	done := make(chan error, 1)
