@@ -32,7 +32,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -146,18 +145,9 @@ func StartPause(ctx context.Context, shim []string, opts PauseOptions) (int, err
 			return 0, err
 		}
 	}
-	msg := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(rd)
-		msg <- b
-	}()
-	var b []byte
-	select {
-	case b = <-msg:
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return 0, ctx.Err()
+	b, err := awaitReady(ctx, cmd, rd)
+	if err != nil {
+		return 0, err
 	}
 	var ready shimReady
 	if err := json.Unmarshal(b, &ready); err != nil || ready.Error != "" || ready.Pid == 0 {

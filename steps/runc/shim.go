@@ -101,18 +101,9 @@ func (r *Runtime) startShim(ctx context.Context, cfg shimConfig) (pid, shimPid i
 	}
 	wr.Close()
 
-	msg := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(rd)
-		msg <- b
-	}()
-	var b []byte
-	select {
-	case b = <-msg:
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return 0, 0, ctx.Err()
+	b, err := awaitReady(ctx, cmd, rd)
+	if err != nil {
+		return 0, 0, err
 	}
 	var ready shimReady
 	if err := json.Unmarshal(b, &ready); err != nil || (ready.Pid == 0 && ready.Error == "") {
@@ -126,6 +117,25 @@ func (r *Runtime) startShim(ctx context.Context, cfg shimConfig) (pid, shimPid i
 	}
 	go func() { _ = cmd.Wait() }() // reap the shim when it ends, if we are still here
 	return ready.Pid, cmd.Process.Pid, nil
+}
+
+// awaitReady reads what a started shim or pause process writes on its
+// ready pipe (its fd 3) until it closes it; if ctx ends first, it kills and
+// reaps the process.
+func awaitReady(ctx context.Context, cmd *exec.Cmd, rd io.Reader) ([]byte, error) {
+	msg := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(rd)
+		msg <- b
+	}()
+	select {
+	case b := <-msg:
+		return b, nil
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, ctx.Err()
+	}
 }
 
 // ShimMain is the shim's main function: the program named by Runtime.Shim
