@@ -425,8 +425,6 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		Runtime:  bin,
 		Handlers: handlers,
 		Shim:     runc.ShimCommand(exe),
-		Mirror:   mirror,
-		Insecure: c.Bool("insecure"),
 		// Only the kubelet command has the flag; the stage commands
 		// (podlab spec --pod) run with Kubernetes' default.
 		SeccompDefault: c.Bool("seccomp-default"),

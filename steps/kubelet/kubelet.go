@@ -52,10 +52,6 @@ type Config struct {
 	// every container of it. Default runc.DefaultHandlers(Runtime): runc
 	// (the default, for a pod with no RuntimeClass), runsc and crun.
 	Handlers []runc.Handler
-	// Mirror is a registry URL docker.io images are pulled from instead
-	// (--registry-mirror); Insecure allows plain HTTP to registries.
-	Mirror   string
-	Insecure bool
 	// ImageBackOff and MaxImageBackOff bound the delay between pulls (and
 	// other failed stages) of a container; CrashBackOff and
 	// MaxCrashBackOff the delay between restarts of a crashing container.
