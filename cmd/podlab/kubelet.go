@@ -533,6 +533,10 @@ func runPodStage(c *cli.Context, stage kubelet.StageName) error {
 		return err
 	}
 	defer done()
+	if stage == kubelet.StagePull {
+		fmt.Fprintf(c.App.Writer, "kubelet of %s: asks its runtime on %s over CRI: ImageStatus, then PullImage as imagePullPolicy says (podlab -v pull --pod %s shows each call)\n",
+			node, k.ImageEndpoint(), pod.Name)
+	}
 	return runStageOf(c, k, pod, stage)
 }
 

@@ -222,7 +222,12 @@ func (k *Kubelet) Node() string { return k.node }
 // Layout is where the node's runtime keeps its files.
 func (k *Kubelet) Layout() Layout { return k.layout }
 
-// Store is the node's content store.
+// ImageEndpoint is where the kubelet asks for images (CRI ImageService):
+// its --image-service-endpoint.
+func (k *Kubelet) ImageEndpoint() string { return k.cfg.CRI.ImageEndpoint }
+
+// Store is the node's content store: the runtime pulls into it, the
+// in-process unpack and spec stages read it.
 func (k *Kubelet) Store() *pull.Store { return k.store }
 
 // Network is the node's pod network, as its runtime sees it.
