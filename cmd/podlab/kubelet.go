@@ -493,7 +493,7 @@ func connectRuntime(c *cli.Context, dir, node, bin, mirror string) (*kubelet.Run
 		fmt.Fprintf(w, "runtime: %s on %s\n", conn.Version, endpoint)
 	}
 	if endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
-		fmt.Fprintf(w, "runtime: only the node's status comes from %s yet; the pod stages still run podlab's runtime in-process, in %s\n", endpoint, rc.Node.Dir)
+		fmt.Fprintf(w, "runtime: only the node's status and its images come from %s yet; the other pod stages still run podlab's runtime in-process, in %s, which cannot read that runtime's images (a pod stops at unpack)\n", endpoint, rc.Node.Dir)
 	}
 	return conn, nil
 }

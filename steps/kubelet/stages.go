@@ -439,6 +439,10 @@ func (k *Kubelet) UnpackStage(ctx context.Context, pod *corev1.Pod, container st
 		return nil, fmt.Errorf("unpacking the image of container %s: %w", t.c.Name, t.cs.RefErr)
 	}
 	img, err := k.store.Image(t.cs.Ref)
+	if err != nil && k.ImageEndpoint() != DefaultRuntimeEndpoint(k.layout.Node) {
+		return nil, fmt.Errorf("unpacking the image of container %s: %w: the pull stage asks the runtime on %s, which keeps its images in its own store; the in-process unpack reads only the node's, %s (the node's own runtime, %s, pulls into it)",
+			t.c.Name, err, k.ImageEndpoint(), k.store.Dir(), DefaultRuntimeEndpoint(k.layout.Node))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("unpacking the image of container %s: %w; the pull stage comes first", t.c.Name, err)
 	}
