@@ -123,7 +123,7 @@ func startLabContainerd(t *testing.T, state, runc string) (*exec.Cmd, *strings.B
 // --container-runtime-endpoint: pointed at the lab containerd (Debian's
 // 1.6, whose CRI plugin speaks v1), it registers its Node with
 // containerd's version and starts no runtime of podlab's, and says that
-// only the node's status comes from that endpoint yet.
+// only the node's status and images come from that endpoint yet.
 func TestKubelet_ContainerdEndpoint(t *testing.T) {
 	testenv.RequireRoot(t)
 	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
@@ -132,7 +132,7 @@ func TestKubelet_ContainerdEndpoint(t *testing.T) {
 	startLabContainerd(t, state, testenv.Runc(t))
 	sock := statedir.Layout{Dir: state}.Containerd().Socket()
 	out := mustKubeletApp(t, state, "kubelet", "--container-runtime-endpoint", "unix://"+sock, "--once")
-	for _, want := range []string{"runtime: containerd ", " on unix://" + sock, "only the node's status comes from unix://" + sock} {
+	for _, want := range []string{"runtime: containerd ", " on unix://" + sock, "only the node's status and its images come from unix://" + sock} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubelet --container-runtime-endpoint (containerd) does not say %q:\n%s", want, out)
 		}

@@ -425,8 +425,6 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		Runtime:  bin,
 		Handlers: handlers,
 		Shim:     runc.ShimCommand(exe),
-		Mirror:   mirror,
-		Insecure: c.Bool("insecure"),
 		// Only the kubelet command has the flag; the stage commands
 		// (podlab spec --pod) run with Kubernetes' default.
 		SeccompDefault: c.Bool("seccomp-default"),
@@ -495,7 +493,7 @@ func connectRuntime(c *cli.Context, dir, node, bin, mirror string) (*kubelet.Run
 		fmt.Fprintf(w, "runtime: %s on %s\n", conn.Version, endpoint)
 	}
 	if endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
-		fmt.Fprintf(w, "runtime: only the node's status comes from %s yet; the pod stages still run podlab's runtime in-process, in %s\n", endpoint, rc.Node.Dir)
+		fmt.Fprintf(w, "runtime: only the node's status and its images come from %s yet; the other pod stages still run podlab's runtime in-process, in %s, which cannot read that runtime's images (a pod stops at unpack)\n", endpoint, rc.Node.Dir)
 	}
 	return conn, nil
 }
@@ -535,6 +533,10 @@ func runPodStage(c *cli.Context, stage kubelet.StageName) error {
 		return err
 	}
 	defer done()
+	if stage == kubelet.StagePull {
+		fmt.Fprintf(c.App.Writer, "kubelet of %s: asks its runtime on %s over CRI: ImageStatus, then PullImage as imagePullPolicy says (podlab -v pull --pod %s shows each call)\n",
+			node, k.ImageEndpoint(), pod.Name)
+	}
 	return runStageOf(c, k, pod, stage)
 }
 

@@ -117,14 +117,26 @@ func TestKubeletCommand(t *testing.T) {
 		args []string
 		says string
 		next string
+		also []string
 	}{
-		{[]string{"pull", "--pod", "web"}, "pod default/web, container app: PullImage " + ref + " (imagePullPolicy IfNotPresent): pulled in ", "by hand: podlab unpack --pod web"},
-		{[]string{"unpack", "--pod", "web"}, "rootfs " + filepath.Join(nodeDir, "bundles"), "by hand: podlab spec --pod web"},
-		{[]string{"spec", "--pod", "web"}, "config.json " + filepath.Join(nodeDir, "bundles"), "by hand: podlab runc create --pod web"},
-		{[]string{"runc", "create", "--pod", "web"}, "runc create: container k8s_app_web_default_", "by hand: podlab runc start --pod web"},
-		{[]string{"runc", "start", "--pod", "web"}, "StartContainer: container k8s_app_web_default_", "next: running for container app"},
+		// The kubelet's Pull stage asks the node's runtime: -v shows the
+		// CRI calls, each with its request and response.
+		{[]string{"-v", "pull", "--pod", "web"}, "pod default/web, container app: PullImage " + ref + " (imagePullPolicy IfNotPresent): pulled in ", "by hand: podlab unpack --pod web",
+			[]string{"kubelet of node-1: asks its runtime on unix://" + statedir.Layout{Dir: state}.Node("node-1").CRISocket() + " over CRI: ImageStatus, then PullImage",
+				`CRI ImageStatus request: {image: {image: "` + ref + `"}}`, "CRI ImageStatus response (",
+				`CRI PullImage request: {image: {image: "` + ref + `"}`, `CRI PullImage response (`, `image_ref: "sha256:`}},
+		{[]string{"unpack", "--pod", "web"}, "rootfs " + filepath.Join(nodeDir, "bundles"), "by hand: podlab spec --pod web", nil},
+		{[]string{"spec", "--pod", "web"}, "config.json " + filepath.Join(nodeDir, "bundles"), "by hand: podlab runc create --pod web", nil},
+		{[]string{"runc", "create", "--pod", "web"}, "runc create: container k8s_app_web_default_", "by hand: podlab runc start --pod web", nil},
+		{[]string{"runc", "start", "--pod", "web"}, "StartContainer: container k8s_app_web_default_", "next: running for container app", nil},
 	} {
 		out := mustPodlab(t, state, step.args...)
+		for _, want := range step.also {
+			// protobuf text spaces vary from build to build: compare without.
+			if nospace := func(s string) string { return strings.ReplaceAll(s, " ", "") }; !strings.Contains(nospace(out), nospace(want)) {
+				t.Errorf("podlab %s does not say %q:\n%s", strings.Join(step.args, " "), want, out)
+			}
+		}
 		for _, want := range []string{step.says, step.next} {
 			if !strings.Contains(out, want) {
 				t.Errorf("podlab %s does not say %q:\n%s", strings.Join(step.args, " "), want, out)

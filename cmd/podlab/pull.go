@@ -85,11 +85,23 @@ then comes through the lab registry. Read one: cat <state-dir>/certs.d/docker.io
 docker.io references to that mirror only, with no fall-back. An http://
 mirror, or --insecure, allows plain HTTP.
 
+THE KUBELET'S PULL. --pod NAME does the Pull stage of a pod as its node's
+kubelet does: the kubelet does not pull, it asks the node's runtime over the
+CRI (on <state-dir>/nodes/NODE/cri.sock, starting it there if nothing
+answers): ImageStatus, then PullImage when the container's imagePullPolicy
+says so (Always; IfNotPresent when ImageStatus has no image; Never only
+asks). The runtime pulls as above into the node's content store,
+<state-dir>/nodes/NODE/content, with its own --registry-mirror. Then the
+kubelet records the events (Pulling, Pulled, or Failed with ErrImagePull)
+and the container's imageID, from ImageStatus. podlab -v pull --pod NAME
+shows each CRI call with its request and response.
+
 Examples:
   podlab pull nginx
   podlab pull nginx --registry-mirror http://127.0.0.1:5001
   podlab pull 127.0.0.1:5001/podlab/hello:1.0 --platform linux/arm64
-  podlab pull 127.0.0.1:5001/podlab/hello@sha256:<digest>`,
+  podlab pull 127.0.0.1:5001/podlab/hello@sha256:<digest>
+  podlab -v pull --pod web`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{
 			Name:  "platform",

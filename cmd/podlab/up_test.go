@@ -239,6 +239,43 @@ func TestUp_BarePod(t *testing.T) {
 	}
 }
 
+// TestUp_SecondUpRestartsTheRuntime: the runtime the first up started
+// outlives it, configured with that up's in-process registry as its
+// mirror, which stopped with it. A second up (another pod, an image not
+// on the node yet) restarts the runtime with its own registry, and the
+// pull, which goes through the runtime, works. Before, the second pull
+// went to the first registry's dead port and the pod stayed in
+// ErrImagePull.
+func TestUp_SecondUpRestartsTheRuntime(t *testing.T) {
+	upEnv(t)
+	state := testenv.StateDir(t)
+	demoImages(t, state)
+	// A second tag of hello, so that the second pod's image is not on the
+	// node yet (IfNotPresent pulls it).
+	if err := images.WriteLayout(context.Background(), registry.ImagesDir(state), []images.Named{
+		{Ref: images.HelloRef, Image: hello.img}, {Ref: "podlab/hello:2.0", Image: hello.img}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { upApp(t, state, "", "reset", "--yes") })
+
+	first := mustUpApp(t, state, "", "up", "--name", "one", "--image", "podlab/hello:1.0")
+	if !strings.Contains(first, "the kubelet of node-1 started its container runtime") {
+		t.Fatalf("the first up did not start the runtime:\n%s", first)
+	}
+	out := mustUpApp(t, state, "", "up", "--name", "two", "--image", "podlab/hello:2.0")
+	t.Logf("the second podlab up:\n%s", out)
+	for _, want := range []string{
+		"the kubelet of node-1 restarted its container runtime",
+		"pulls through the registry mirror http://127.0.0.1:",
+		"PullImage podlab/hello:2.0 (imagePullPolicy IfNotPresent): pulled in ",
+		"| Hello from podlab/hello!",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the second podlab up does not say %q", want)
+		}
+	}
+}
+
 // TestUp_Deployment: --deployment prints the chain's 18 steps, the
 // controller-manager's among them, and ends with the Deployment's pod
 // Running and the Deployment ready.

@@ -36,8 +36,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runc.ShimConfigEnv) != "" {
 		os.Exit(runc.ShimMain())
 	}
-	if len(os.Args) == 4 && os.Args[1] == serveRuntimeArg {
-		os.Exit(serveRuntime(os.Args[2], os.Args[3]))
+	if (len(os.Args) == 4 || len(os.Args) == 6) && os.Args[1] == serveRuntimeArg {
+		mirror := ""
+		if len(os.Args) == 6 && os.Args[4] == "--registry-mirror" {
+			mirror = os.Args[5]
+		}
+		os.Exit(serveRuntime(os.Args[2], os.Args[3], mirror))
 	}
 	code := m.Run()
 	if reg.srv != nil {

@@ -52,10 +52,6 @@ type Config struct {
 	// every container of it. Default runc.DefaultHandlers(Runtime): runc
 	// (the default, for a pod with no RuntimeClass), runsc and crun.
 	Handlers []runc.Handler
-	// Mirror is a registry URL docker.io images are pulled from instead
-	// (--registry-mirror); Insecure allows plain HTTP to registries.
-	Mirror   string
-	Insecure bool
 	// ImageBackOff and MaxImageBackOff bound the delay between pulls (and
 	// other failed stages) of a container; CrashBackOff and
 	// MaxCrashBackOff the delay between restarts of a crashing container.
@@ -226,7 +222,12 @@ func (k *Kubelet) Node() string { return k.node }
 // Layout is where the node's runtime keeps its files.
 func (k *Kubelet) Layout() Layout { return k.layout }
 
-// Store is the node's content store.
+// ImageEndpoint is where the kubelet asks for images (CRI ImageService):
+// its --image-service-endpoint.
+func (k *Kubelet) ImageEndpoint() string { return k.cfg.CRI.ImageEndpoint }
+
+// Store is the node's content store: the runtime pulls into it, the
+// in-process unpack and spec stages read it.
 func (k *Kubelet) Store() *pull.Store { return k.store }
 
 // Network is the node's pod network, as its runtime sees it.

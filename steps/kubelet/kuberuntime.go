@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,41 +53,74 @@ func (r *criRuntime) createPodSandbox(ctx context.Context, pod *corev1.Pod, in s
 	return resp.PodSandboxId, cfg, nil
 }
 
+// ensuredImage is what ensureImageExists found or pulled.
+type ensuredImage struct {
+	// Ref is the image's id, what CreateContainer is given.
+	Ref string
+	// Image is its ImageStatus entry: size, repo digests, USER.
+	Image *runtimeapi.Image
+	// Pulled is true when PullImage ran; Took is how long it took.
+	Pulled bool
+	Took   time.Duration
+}
+
 // ensureImageExists makes sure the container's image is on the node, as
-// its imagePullPolicy says: Always pulls, IfNotPresent pulls when
-// ImageStatus has none, Never only looks. It returns the image's id (what
-// CreateContainer is given), its USER (for runAsNonRoot), and whether it
-// pulled. Never with no image is ErrImageNeverPull.
-func (r *criRuntime) ensureImageExists(ctx context.Context, c *corev1.Container, sandbox *runtimeapi.PodSandboxConfig) (ref string, img *runtimeapi.Image, pulled bool, err error) {
+// its imagePullPolicy says (images/image_manager.go's EnsureImageExists):
+// ImageStatus first; Always pulls, IfNotPresent pulls when ImageStatus has
+// none, Never only looks. pulling, when set, is called just before
+// PullImage (the kubelet's Pulling event). Never with no image is
+// ErrImageNeverPull; a PullImage error is returned as the runtime gave it
+// (a gRPC status: its text is what the Failed event shows).
+func (r *criRuntime) ensureImageExists(ctx context.Context, c *corev1.Container, sandbox *runtimeapi.PodSandboxConfig, pulling func()) (ensuredImage, error) {
 	spec := &runtimeapi.ImageSpec{Image: c.Image}
 	st, err := r.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
 	if err != nil {
-		return "", nil, false, fmt.Errorf("ImageStatus of %s: %w", c.Image, err)
+		return ensuredImage{}, fmt.Errorf("ImageStatus of %s: %w", c.Image, err)
 	}
 	present := st.GetImage() != nil
 	switch c.ImagePullPolicy {
 	case corev1.PullNever:
 		if !present {
-			return "", nil, false, fmt.Errorf("%w: container image %q is not present with pull policy of Never", ErrImageNeverPull, c.Image)
+			return ensuredImage{}, fmt.Errorf("%w: container image %q is not present with pull policy of Never", ErrImageNeverPull, c.Image)
 		}
-		return st.Image.Id, st.Image, false, nil
+		return ensuredImage{Ref: st.Image.Id, Image: st.Image}, nil
 	case corev1.PullIfNotPresent:
 		if present {
-			return st.Image.Id, st.Image, false, nil
+			return ensuredImage{Ref: st.Image.Id, Image: st.Image}, nil
 		}
 	case corev1.PullAlways, "":
 	default:
-		return "", nil, false, fmt.Errorf("%w %q for container %s: want Always, IfNotPresent or Never", ErrUnknownPullPolicy, c.ImagePullPolicy, c.Name)
+		return ensuredImage{}, fmt.Errorf("%w %q for container %s: want Always, IfNotPresent or Never", ErrUnknownPullPolicy, c.ImagePullPolicy, c.Name)
 	}
+	if pulling != nil {
+		pulling()
+	}
+	start := time.Now()
 	resp, err := r.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
+	took := time.Since(start)
 	if err != nil {
-		return "", nil, false, err
+		return ensuredImage{Took: took}, err
 	}
 	st, err = r.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: resp.ImageRef}})
 	if err != nil || st.GetImage() == nil {
-		return "", nil, true, fmt.Errorf("ImageStatus of %s after PullImage answered %s: %v", c.Image, resp.ImageRef, err)
+		return ensuredImage{Pulled: true, Took: took}, fmt.Errorf("ImageStatus of %s after PullImage answered %s: %v", c.Image, resp.ImageRef, err)
 	}
-	return resp.ImageRef, st.Image, true, nil
+	return ensuredImage{Ref: resp.ImageRef, Image: st.Image, Pulled: true, Took: took}, nil
+}
+
+// repoDigest is the image's repository@digest for ref's repository (the
+// container status's imageID), from ImageStatus's repo digests; the first
+// one when none is of that repository.
+func repoDigest(img *runtimeapi.Image, repo string) string {
+	for _, d := range img.GetRepoDigests() {
+		if r, _, ok := strings.Cut(d, "@"); ok && r == repo {
+			return d
+		}
+	}
+	if ds := img.GetRepoDigests(); len(ds) > 0 {
+		return ds[0]
+	}
+	return img.GetId()
 }
 
 // imageUser is an image's USER as ImageStatus reports it: a uid, or a name.

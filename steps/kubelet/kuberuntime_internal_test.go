@@ -53,19 +53,21 @@ func TestCRIRuntime_PodLifecycle(t *testing.T) {
 	// Never, before any pull: refused, as the kubelet's ErrImageNeverPull.
 	never := *c
 	never.ImagePullPolicy = corev1.PullNever
-	if _, _, _, err := r.ensureImageExists(ctx, &never, nil); !errors.Is(err, ErrImageNeverPull) {
+	if _, err := r.ensureImageExists(ctx, &never, nil, nil); !errors.Is(err, ErrImageNeverPull) {
 		t.Fatalf("Never with no image: %v, want ErrImageNeverPull", err)
 	}
 	sbID, sbCfg, err := r.createPodSandbox(ctx, pod, sandboxInputs{LogRoot: logRoot}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	imageRef, img, pulled, err := r.ensureImageExists(ctx, c, sbCfg)
-	if err != nil || !pulled || !strings.HasPrefix(imageRef, "sha256:") {
-		t.Fatalf("ensureImageExists (IfNotPresent, not present): %q %v %v, want a pull and the image id", imageRef, pulled, err)
+	pulling := 0
+	ensured, err := r.ensureImageExists(ctx, c, sbCfg, func() { pulling++ })
+	imageRef, img := ensured.Ref, ensured.Image
+	if err != nil || !ensured.Pulled || pulling != 1 || !strings.HasPrefix(imageRef, "sha256:") {
+		t.Fatalf("ensureImageExists (IfNotPresent, not present): %q pulled=%v (pulling called %d times) %v, want a pull and the image id", imageRef, ensured.Pulled, pulling, err)
 	}
-	if again, _, pulled, err := r.ensureImageExists(ctx, c, sbCfg); err != nil || pulled || again != imageRef {
-		t.Fatalf("ensureImageExists again: %q pulled=%v %v, want the same id, no pull", again, pulled, err)
+	if again, err := r.ensureImageExists(ctx, c, sbCfg, func() { pulling++ }); err != nil || again.Pulled || pulling != 1 || again.Ref != imageRef {
+		t.Fatalf("ensureImageExists again: %q pulled=%v %v, want the same id, no pull", again.Ref, again.Pulled, err)
 	}
 	id, err := r.startContainer(ctx, sbID, sbCfg, pod, c, containerInputs{ImageRef: imageRef, ImageUser: imageUser(img),
 		Env: []string{"GREETING=Hello from the kubelet over CRI"}, OOMScoreAdj: 1000})

@@ -92,10 +92,11 @@ func TestPrepare_PodThroughCRI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imageRef, img, _, err := r.ensureImageExists(ctx, c, sbCfg)
+	ensured, err := r.ensureImageExists(ctx, c, sbCfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	imageRef, img := ensured.Ref, ensured.Image
 	cin, oom, err := k.prepareContainer(ctx, pod, c, 0, imageRef, img, sbCfg.GetLinux().GetSecurityContext().GetNamespaceOptions())
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,7 @@ func WriteReport(w io.Writer, r Report) {
 			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s) failed: %v\n", who, what, res.Image, res.Policy, r.Err)
 		case res.Pulled:
 			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): pulled in %s, %s\n", who, what, res.Image, res.Policy,
-				res.Pull.Duration.Round(time.Millisecond), pull.HumanSize(res.Size))
+				res.PullTook.Round(time.Millisecond), pull.HumanSize(res.Size))
 		default:
 			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): already present, not pulled\n", who, what, res.Image, res.Policy)
 		}

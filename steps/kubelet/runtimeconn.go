@@ -2,10 +2,13 @@ package kubelet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/statedir"
@@ -40,6 +43,15 @@ type RuntimeConnection struct {
 	// Timeout bounds the first answer (default 2s; 30s for a runtime
 	// started now).
 	Timeout time.Duration
+	// Mirror is the registry mirror Start gives the runtime
+	// (--registry-mirror). When set, a runtime already answering on the
+	// node's own socket that pulls through another mirror (its Status
+	// verbose info says which) is stopped and started again with Start,
+	// as containerd is restarted to take a changed registry config: the
+	// kubelet's pulls go through the runtime, and a mirror that has gone
+	// (podlab up's in-process registry, which ends with up) would fail
+	// every one of them.
+	Mirror string
 }
 
 // RuntimeConnected is a kubelet's runtime: its clients, what it answered,
@@ -48,6 +60,9 @@ type RuntimeConnected struct {
 	Client  *criremote.Client
 	Version string
 	Started *criremote.Process
+	// Restarted says why a running runtime was stopped before Started
+	// (its mirror was not RuntimeConnection.Mirror); "" when none was.
+	Restarted string
 }
 
 // ConnectRuntime connects the kubelet to its runtime, as the kubelet's
@@ -69,6 +84,15 @@ func ConnectRuntime(ctx context.Context, rc RuntimeConnection) (*RuntimeConnecte
 	}
 	out := &RuntimeConnected{}
 	v, err := criremote.Probe(ctx, rc.RuntimeEndpoint, rc.Timeout)
+	if err == nil && rc.Mirror != "" && rc.RuntimeEndpoint == def && len(rc.Start) > 0 {
+		if out.Restarted, err = stopOnOtherMirror(ctx, rc); err == nil && out.Restarted != "" {
+			_, err = criremote.Probe(ctx, rc.RuntimeEndpoint, rc.Timeout)
+			if err == nil {
+				return nil, fmt.Errorf("node %s's runtime on %s %s, and still answers after its recorded process (%s) was stopped: stop it, or start it with --registry-mirror %s",
+					rc.Node.Name, rc.RuntimeEndpoint, out.Restarted, rc.Node.RuntimePidFile(), rc.Mirror)
+			}
+		}
+	}
 	switch {
 	case errors.Is(err, criremote.ErrUnreachable) && rc.RuntimeEndpoint == def && len(rc.Start) > 0:
 		p, err := criremote.Start(ctx, criremote.StartSpec{
@@ -98,6 +122,38 @@ func ConnectRuntime(ctx context.Context, rc RuntimeConnection) (*RuntimeConnecte
 	}
 	out.Client = c
 	return out, nil
+}
+
+// stopOnOtherMirror stops the runtime answering on the node's own socket
+// when it pulls through another mirror than rc.Mirror (Status verbose
+// info's registryMirror): why it stopped it, or "" when it kept it.
+func stopOnOtherMirror(ctx context.Context, rc RuntimeConnection) (string, error) {
+	c, err := criremote.Dial(rc.RuntimeEndpoint, "", criremote.Options{})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	sctx, cancel := context.WithTimeout(ctx, rc.Timeout)
+	defer cancel()
+	st, err := c.Runtime.Status(sctx, &runtimeapi.StatusRequest{Verbose: true})
+	if err != nil {
+		return "", fmt.Errorf("asking node %s's runtime for its configuration (CRI Status): %w", rc.Node.Name, err)
+	}
+	var cfg struct {
+		RegistryMirror string `json:"registryMirror"`
+	}
+	json.Unmarshal([]byte(st.GetInfo()["config"]), &cfg) // no config: no mirror
+	if cfg.RegistryMirror == rc.Mirror {
+		return "", nil
+	}
+	was := "pulls through the registry mirror " + cfg.RegistryMirror
+	if cfg.RegistryMirror == "" {
+		was = "pulls through no registry mirror"
+	}
+	if _, err := criremote.Stop(ctx, rc.Node.RuntimePidFile(), 10*time.Second); err != nil {
+		return was, fmt.Errorf("stopping node %s's runtime, which %s, to start it with %s: %w", rc.Node.Name, was, rc.Mirror, err)
+	}
+	return was, nil
 }
 
 func noRuntime(rc RuntimeConnection, flag, endpoint string, err error) error {

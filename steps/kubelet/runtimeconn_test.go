@@ -2,6 +2,7 @@ package kubelet_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -23,11 +24,12 @@ import (
 )
 
 // serveRuntimeArg makes the test binary node-1's runtime (steps/cri) in
-// the state directory that follows, with the runc that follows: what
-// `podlab runtime --node node-1` is to the podlab binary.
+// the state directory that follows, with the runc that follows (and
+// --registry-mirror URL, optionally): what `podlab runtime --node node-1`
+// is to the podlab binary.
 const serveRuntimeArg = "serve-runtime-for-test"
 
-func serveRuntime(dir, runcBin string) int {
+func serveRuntime(dir, runcBin, mirror string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	l, err := statedir.New(dir)
@@ -41,7 +43,7 @@ func serveRuntime(dir, runcBin string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	srv, _, err := cri.New(ctx, cri.Config{Node: n, Runtime: runcBin, Shim: []string{os.Args[0]}})
+	srv, _, err := cri.New(ctx, cri.Config{Node: n, Runtime: runcBin, Shim: []string{os.Args[0]}, Mirror: mirror})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -102,6 +104,65 @@ func TestConnectRuntime_StartsTheNodesRuntime(t *testing.T) {
 	again.Client.Close()
 	if again.Started != nil || !strings.HasPrefix(again.Version, "podlab ") {
 		t.Errorf("second connect: started %+v, version %q; want none started, podlab's runtime", again.Started, again.Version)
+	}
+}
+
+// TestConnectRuntime_RestartsOnAnotherMirror: a runtime left running with
+// one registry mirror (by an earlier podlab up, whose in-process registry
+// is gone) is stopped and started again when the kubelet's start command
+// names another, since every pull goes through the runtime; the same
+// mirror, or none asked for, keeps it.
+func TestConnectRuntime_RestartsOnAnotherMirror(t *testing.T) {
+	n := runtimeNode(t)
+	t.Cleanup(func() { criremote.Stop(context.Background(), n.RuntimePidFile(), 5*time.Second) })
+	ctx := context.Background()
+	connect := func(mirror string) *kubelet.RuntimeConnected {
+		t.Helper()
+		start := startCommand(t, n)
+		if mirror != "" {
+			start = append(start, "--registry-mirror", mirror)
+		}
+		got, err := kubelet.ConnectRuntime(ctx, kubelet.RuntimeConnection{Node: n, Start: start, Mirror: mirror})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { got.Client.Close() })
+		return got
+	}
+	mirrorOf := func(c *criremote.Client) string {
+		t.Helper()
+		st, err := c.Runtime.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			RegistryMirror string `json:"registryMirror"`
+		}
+		if err := json.Unmarshal([]byte(st.Info["config"]), &cfg); err != nil {
+			t.Fatalf("Status verbose info %q: %v", st.Info, err)
+		}
+		return cfg.RegistryMirror
+	}
+	const first, second = "http://127.0.0.1:1", "http://127.0.0.1:2"
+
+	one := connect(first)
+	if one.Started == nil || one.Restarted != "" || mirrorOf(one.Client) != first {
+		t.Fatalf("first connect: started %+v, restarted %q, want a runtime started with mirror %s", one.Started, one.Restarted, first)
+	}
+	two := connect(second)
+	if two.Started == nil || two.Started.Pid == one.Started.Pid || !strings.Contains(two.Restarted, first) {
+		t.Fatalf("another mirror: started %+v, restarted %q; want the runtime of mirror %s stopped and a new one started", two.Started, two.Restarted, first)
+	}
+	if syscall.Kill(one.Started.Pid, 0) == nil {
+		t.Errorf("the runtime of mirror %s (pid %d) still runs", first, one.Started.Pid)
+	}
+	if got := mirrorOf(two.Client); got != second {
+		t.Errorf("the runtime now pulls through %q, want %s", got, second)
+	}
+	for _, mirror := range []string{second, ""} {
+		if again := connect(mirror); again.Started != nil || again.Restarted != "" {
+			t.Errorf("connect with mirror %q: started %+v, restarted %q; want the running runtime kept", mirror, again.Started, again.Restarted)
+		}
 	}
 }
 

@@ -61,12 +61,15 @@ type PullResult struct {
 	// Image is the spec's image, Ref its normalized reference.
 	Image, Ref string
 	Policy     corev1.PullPolicy
-	// Pulled is true when the image was pulled; false when the policy let
-	// the stored image be used.
-	Pulled bool
-	Pull   *pull.Result // set when Pulled
-	// ImageID is repository@digest; Size the image's compressed size, as
-	// the Pulled event says it.
+	// Pulled is true when the runtime pulled the image (CRI PullImage);
+	// false when the policy let the stored image be used. PullTook is how
+	// long PullImage took.
+	Pulled   bool
+	PullTook time.Duration
+	// ImageRef is the runtime's id of the image (sha256:<config digest>),
+	// ImageID its repository@digest (the status's imageID), Size its
+	// compressed size, as the Pulled event says it: all from ImageStatus.
+	ImageRef     string
 	ImageID      string
 	Size         int64
 	RestartCount int
@@ -351,9 +354,10 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 }
 
 // PullStage makes sure the container's image is in the node's content
-// store, as its imagePullPolicy says (the kubelet's EnsureImageExists, CRI
-// PullImage): Always pulls, IfNotPresent pulls when the image is missing,
-// Never only checks. Events Pulling and Pulled; a failure sets the
+// store, as its imagePullPolicy says (the kubelet's EnsureImageExists),
+// by asking the node's runtime over CRI: ImageStatus, then PullImage;
+// Always pulls, IfNotPresent pulls when ImageStatus has no image, Never
+// only asks. Events Pulling and Pulled; a failure sets the
 // container waiting in ErrImagePull and starts the back-off the next sync
 // reports as ImagePullBackOff.
 func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container string) (*PullResult, error) {
@@ -373,44 +377,36 @@ func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container stri
 		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: %v", c.Image, c.Image, cs.RefErr)
 		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonInvalidImageName, cs.RefErr, warning{"InspectFailed", msg})
 	}
-	var doPull bool
-	switch c.ImagePullPolicy {
-	case corev1.PullAlways:
-		doPull = true
-	case corev1.PullIfNotPresent:
-		doPull = !cs.Present
-	case corev1.PullNever:
-		if !cs.Present {
-			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-			return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonErrImageNeverPull,
-				fmt.Errorf("%w: %s is not in %s (pull it with imagePullPolicy IfNotPresent, or load it into the node's store)", ErrImageNeverPull, cs.Ref, k.store.Dir()),
-				warning{"ErrImageNeverPull", msg})
-		}
-	default:
-		err := fmt.Errorf("%w %q for container %s: want Always, IfNotPresent or Never", ErrUnknownPullPolicy, c.ImagePullPolicy, c.Name)
-		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonErrImagePull, err, errorEvent(err))
-	}
-	if doPull {
+	// The runtime's ImageService decides and pulls (CRI ImageStatus, then
+	// PullImage as the policy says), into its content store: the node's,
+	// which the unpack stage reads.
+	asked := false
+	img, err := k.cri.ensureImageExists(ctx, c, nil, func() {
+		asked = true
 		k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
-		pr, err := pull.Pull(ctx, k.store, c.Image, pull.Options{Mirror: k.cfg.Mirror, Insecure: k.cfg.Insecure})
-		if err != nil {
-			return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonErrImagePull, err,
-				warning{"Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)}, warning{"Failed", "Error: " + ReasonErrImagePull})
-		}
-		res.Pulled, res.Pull = true, pr
-	}
-	d, err := k.store.Inspect(cs.Ref)
-	if err != nil {
+	})
+	switch {
+	case errors.Is(err, ErrImageNeverPull):
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonErrImageNeverPull,
+			fmt.Errorf("%w: the runtime's ImageStatus has no %s in %s (pull it with imagePullPolicy IfNotPresent, or crictl pull %s)", ErrImageNeverPull, cs.Ref, k.store.Dir(), c.Image),
+			warning{"ErrImageNeverPull", msg})
+	case err != nil && asked:
+		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonErrImagePull, err,
+			warning{"Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)}, warning{"Failed", "Error: " + ReasonErrImagePull})
+	case err != nil:
 		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonErrImagePull, err, errorEvent(err))
 	}
 	k.failures.reset(t.key)
-	res.ImageID = imageID(d)
-	res.Size = d.Config.Size
-	for _, l := range d.Layers {
-		res.Size += l.Size
+	res.Pulled, res.PullTook, res.ImageRef = img.Pulled, img.Took, img.Ref
+	repo := cs.Ref
+	if r, err := pull.ParseReference(cs.Ref); err == nil {
+		repo = r.Registry + "/" + r.Repository
 	}
+	res.ImageID = repoDigest(img.Image, repo)
+	res.Size = int64(img.Image.GetSize())
 	if res.Pulled {
-		took := res.Pull.Duration.Round(time.Millisecond)
+		took := res.PullTook.Round(time.Millisecond)
 		k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Pulled",
 			fmt.Sprintf("Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", c.Image, took, took, res.Size))
 	} else {
@@ -443,6 +439,10 @@ func (k *Kubelet) UnpackStage(ctx context.Context, pod *corev1.Pod, container st
 		return nil, fmt.Errorf("unpacking the image of container %s: %w", t.c.Name, t.cs.RefErr)
 	}
 	img, err := k.store.Image(t.cs.Ref)
+	if err != nil && k.ImageEndpoint() != DefaultRuntimeEndpoint(k.layout.Node) {
+		return nil, fmt.Errorf("unpacking the image of container %s: %w: the pull stage asks the runtime on %s, which keeps its images in its own store; the in-process unpack reads only the node's, %s (the node's own runtime, %s, pulls into it)",
+			t.c.Name, err, k.ImageEndpoint(), k.store.Dir(), DefaultRuntimeEndpoint(k.layout.Node))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("unpacking the image of container %s: %w; the pull stage comes first", t.c.Name, err)
 	}

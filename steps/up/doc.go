@@ -55,10 +55,14 @@
 //     what it reads back from the kernel (its Config.OnStage is called
 //     between the stages, so step 12 is read before runc start). The
 //     node's kubelet is a CRI client of the node's runtime, which up starts
-//     (Options.RuntimeCommand) when nothing answers on the node's socket.
+//     (Options.RuntimeCommand) when nothing answers on the node's socket,
+//     or restarts when the runtime there pulls through another registry
+//     (an earlier up's, stopped with it).
 //  8. RunPodSandbox: the pod's network, IPC and UTS namespaces, pinned by
 //     bind mounts; every container of the pod joins them.
-//  9. PullImage: the runtime fetches the manifest, config and layers from
+//  9. PullImage: the kubelet asks the runtime over CRI (ImageStatus, then
+//     PullImage as the pull policy says); the runtime fetches the manifest,
+//     config and layers from
 //     the registry (its request log shows each GET) into the node's content
 //     store.
 //  10. The layers are unpacked, in order and verified, into the container's

@@ -67,7 +67,9 @@ type Options struct {
 	// kubelet is a CRI client of the runtime on the node's socket, and when
 	// nothing answers there Up starts one with it (--node NAME added, and
 	// --registry-mirror and --insecure as Up pulls), which outlives Up as
-	// containerd outlives a kubelet (podlab reset stops it). Required.
+	// containerd outlives a kubelet (podlab reset stops it). A runtime left
+	// by an earlier Up pulls through that Up's registry, gone with it: Up
+	// restarts it with its own (kubelet.RuntimeConnection.Mirror). Required.
 	RuntimeCommand []string
 	// Settle is how long the kubelet watches the started container before
 	// it reports (default 1s: the PLEG's relist period); Timeout bounds
@@ -819,19 +821,28 @@ func (u *upRun) kubeletFor(ctx context.Context, node string) (*kubelet.Kubelet, 
 	if u.o.Insecure {
 		start = append(start, "--insecure")
 	}
-	conn, err := kubelet.ConnectRuntime(ctx, kubelet.RuntimeConnection{Node: l.Node(node), Start: start})
+	// The runtime pulls for the kubelet: one left by an earlier up pulls
+	// through that up's registry, gone with it, and is started again with
+	// this one's (RuntimeConnection.Mirror).
+	conn, err := kubelet.ConnectRuntime(ctx, kubelet.RuntimeConnection{Node: l.Node(node), Start: start, Mirror: u.res.Mirror})
 	if err != nil {
 		return nil, fmt.Errorf("connecting the kubelet of node %s to its runtime: %w", node, err)
 	}
 	u.runtimes = append(u.runtimes, conn.Client)
-	if conn.Started != nil {
+	switch {
+	case conn.Started != nil && conn.Restarted != "":
+		u.note(fmt.Sprintf("the kubelet of %s restarted its container runtime", node), "kubelet (as "+user+")",
+			fmt.Sprintf("the runtime on %s %s: stopped, as containerd is restarted for a new registry config", conn.Client.RuntimeEndpoint, conn.Restarted),
+			fmt.Sprintf("podlab runtime --node %s --registry-mirror %s runs now (pid %d), %s", node, u.res.Mirror, conn.Started.Pid, conn.Version),
+			"its log: "+l.Node(node).RuntimeLog())
+	case conn.Started != nil:
 		u.note(fmt.Sprintf("the kubelet of %s started its container runtime", node), "kubelet (as "+user+")",
 			fmt.Sprintf("nothing answered CRI on %s: podlab runtime --node %s runs now (pid %d), %s", conn.Client.RuntimeEndpoint, node, conn.Started.Pid, conn.Version),
 			"its log: "+l.Node(node).RuntimeLog())
 	}
 	k, err := kubelet.New(kubelet.Config{
 		Node: node, StateDir: u.o.StateDir, Client: client, CRI: conn.Client,
-		Runtime: u.o.Runtime, Shim: u.o.Shim, Mirror: u.res.Mirror, Insecure: u.o.Insecure,
+		Runtime: u.o.Runtime, Shim: u.o.Shim,
 		OnCommand: u.o.OnCommand, OnStage: u.onStage,
 	})
 	if err != nil {
