@@ -10,9 +10,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/podlab/podlab/steps/apiserver/rest"
+	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
-	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/up"
 )
 
