@@ -20,6 +20,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -204,11 +205,18 @@ func flannelRoutes(path string) (int, error) {
 
 // askOverHTTP sends GET / to ip:8080 from inside the network namespace
 // pinned at from, and wants 200 with the target pod's name in the page
-// (the hello image answers with its host name, the pod's).
+// (the hello image answers with its host name, the pod's). Running says
+// the container started, not that its app listens yet (that is what a
+// readiness probe is for; hello has none): a refused connection is tried
+// again until the 10 seconds are up.
 func askOverHTTP(ctx context.Context, from, ip, want string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	conn, err := up.DialInNetns(ctx, from, "tcp", net.JoinHostPort(ip, "8080"))
+	for errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		conn, err = up.DialInNetns(ctx, from, "tcp", net.JoinHostPort(ip, "8080"))
+	}
 	if err != nil {
 		return err
 	}
