@@ -39,6 +39,11 @@ var (
 	// ErrImageNeverPull means imagePullPolicy Never and an image the node's
 	// content store does not have (waiting reason ErrImageNeverPull).
 	ErrImageNeverPull = errors.New("image not present with pull policy of Never")
+
+	// ErrImageInspect means the runtime's ImageStatus failed, so the
+	// kubelet cannot tell whether the image is there (waiting reason
+	// ImageInspectError, event InspectFailed; kubelet's images.ErrImageInspect).
+	ErrImageInspect = errors.New("ImageInspectError")
 )
 
 // Errors about a pod's user namespace (hostUsers: false). The sandbox is

@@ -69,13 +69,14 @@ type ensuredImage struct {
 // ImageStatus first; Always pulls, IfNotPresent pulls when ImageStatus has
 // none, Never only looks. pulling, when set, is called just before
 // PullImage (the kubelet's Pulling event). Never with no image is
-// ErrImageNeverPull; a PullImage error is returned as the runtime gave it
+// ErrImageNeverPull; an ImageStatus error is ErrImageInspect; a PullImage
+// error is returned as the runtime gave it
 // (a gRPC status: its text is what the Failed event shows).
 func (r *criRuntime) ensureImageExists(ctx context.Context, c *corev1.Container, sandbox *runtimeapi.PodSandboxConfig, pulling func()) (ensuredImage, error) {
 	spec := &runtimeapi.ImageSpec{Image: c.Image}
 	st, err := r.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
 	if err != nil {
-		return ensuredImage{}, fmt.Errorf("ImageStatus of %s: %w", c.Image, err)
+		return ensuredImage{}, fmt.Errorf("%w: Failed to inspect image %q: %w", ErrImageInspect, c.Image, err)
 	}
 	present := st.GetImage() != nil
 	switch c.ImagePullPolicy {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -121,5 +123,43 @@ func TestKubelet_PullThroughRuntime(t *testing.T) {
 				t.Errorf("status imageID %q, want %q", p.Status.ContainerStatuses[0].ImageID, res.ImageID)
 			}
 		})
+	}
+}
+
+// TestKubelet_ImageInspectError: when the runtime's ImageStatus fails (its
+// content store's index is unreadable), the kubelet cannot tell whether
+// the image is there: the container waits in ImageInspectError with
+// kubelet's "Failed to inspect image" message and the InspectFailed event,
+// and nothing is pulled.
+func TestKubelet_ImageInspectError(t *testing.T) {
+	c := newCluster(t)
+	index := filepath.Join(statedir.Layout{Dir: c.dir}.Node(apiserver.HostNode).ContentDir(), "index.json")
+	if err := os.MkdirAll(filepath.Dir(index), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(index, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := helloPod(t, "inspect")
+	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+	pod = c.create(t, pod)
+	_, err := c.kubelet.PullStage(context.Background(), c.get(t, "inspect"), "")
+	if !errors.Is(err, kubelet.ErrImageInspect) {
+		t.Fatalf("the Pull stage: %v, want ErrImageInspect", err)
+	}
+	p := c.get(t, "inspect")
+	w := p.Status.ContainerStatuses[0].State.Waiting
+	wantMsg := `Failed to inspect image "` + pod.Spec.Containers[0].Image + `": `
+	if w == nil || w.Reason != kubelet.ReasonImageInspectError || !strings.Contains(w.Message, wantMsg) {
+		t.Fatalf("waiting %+v, want ImageInspectError %q...", w, wantMsg)
+	}
+	ev := c.events(t, pod)
+	for _, want := range []string{"Warning InspectFailed: " + wantMsg, "Warning Failed: Error: ImageInspectError"} {
+		if !hasEvent(ev, want) {
+			t.Errorf("no event %q in %q", want, ev)
+		}
+	}
+	if hasEvent(ev, "Normal Pulling") {
+		t.Errorf("the kubelet pulled although it could not inspect: %q", ev)
 	}
 }

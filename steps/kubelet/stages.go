@@ -386,6 +386,10 @@ func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container stri
 		k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
 	})
 	switch {
+	case errors.Is(err, ErrImageInspect):
+		msg := strings.TrimPrefix(err.Error(), ErrImageInspect.Error()+": ")
+		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonImageInspectError, err,
+			warning{"InspectFailed", msg}, warning{"Failed", "Error: " + ReasonImageInspectError})
 	case errors.Is(err, ErrImageNeverPull):
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
 		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonErrImageNeverPull,

@@ -26,6 +26,7 @@ const (
 	ReasonErrImagePull         = "ErrImagePull"
 	ReasonImagePullBackOff     = "ImagePullBackOff"
 	ReasonErrImageNeverPull    = "ErrImageNeverPull"
+	ReasonImageInspectError    = "ImageInspectError"
 	ReasonInvalidImageName     = "InvalidImageName"
 	ReasonCrashLoopBackOff     = "CrashLoopBackOff"
 	ReasonCreateConfigError    = "CreateContainerConfigError"
