@@ -107,7 +107,10 @@ func (k *Kubelet) SyncOnce(ctx context.Context) error {
 		}
 	}
 	// Watch what was started for a moment: an app that exits at once is
-	// reported, as the PLEG's next relist would.
+	// reported, as the PLEG's next relist would. A container restarted
+	// here gets its own moment too (the deadline moves on after each
+	// exit seen); restarts after the first wait out a back-off longer
+	// than Settle, so this ends.
 	deadline := time.Now().Add(k.cfg.Settle)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(min(100*time.Millisecond, k.cfg.Settle))
@@ -122,6 +125,7 @@ func (k *Kubelet) SyncOnce(ctx context.Context) error {
 			if err := k.SyncPod(ctx, fresh); err != nil {
 				errs = append(errs, err)
 			}
+			deadline = time.Now().Add(k.cfg.Settle)
 		}
 	}
 	return errors.Join(errs...)
