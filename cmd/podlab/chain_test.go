@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,6 +61,21 @@ func TestDeploymentAcrossTwoNodes(t *testing.T) {
 	start("scheduler")
 	start("controller-manager")
 
+	// Both nodes Ready first, as one checks kubectl get nodes: a kubelet
+	// starts its node's runtime before it registers, and the scheduler
+	// counts a node not yet Ready as unreachable (both pods would go to
+	// the other node).
+	ready := time.Now().Add(60 * time.Second)
+	for {
+		nodes := mustPodlab(t, state, "get", "nodes")
+		if regexp.MustCompile(`(?m)^node-1\s+Ready\b`).MatchString(nodes) && regexp.MustCompile(`(?m)^node-2\s+Ready\b`).MatchString(nodes) {
+			break
+		}
+		if time.Now().After(ready) {
+			t.Fatalf("the two nodes were not Ready in 60s:\n%s", nodes)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	mustPodlab(t, state, "create", "deployment", "web", "--image", ref, "--replicas", "2")
 	var wide string
 	deadline := time.Now().Add(60 * time.Second)
