@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -189,6 +190,24 @@ func (st *streamServer) execTTY(ctx context.Context, id string, cmd []string, op
 	defer leader.Close()
 	defer follower.Close()
 	opts.Console = follower
+	setSize := func(sz remotecommand.TerminalSize) {
+		_ = unix.IoctlSetWinsize(int(leader.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
+	}
+	// the first size, before the command starts (a client sends it right
+	// after the streams connect): runc's init sizes the container's
+	// console with it (consoleSize) before the command runs, where a
+	// later SIGWINCH would race a quick `stty size`
+	if resize != nil {
+		select {
+		case sz, ok := <-resize:
+			if ok {
+				setSize(sz)
+				opts.ConsoleSize = &specs.Box{Height: uint(sz.Height), Width: uint(sz.Width)}
+			}
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+		}
+	}
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -198,7 +217,7 @@ func (st *streamServer) execTTY(ctx context.Context, id string, cmd []string, op
 				if !ok {
 					return
 				}
-				_ = unix.IoctlSetWinsize(int(leader.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
+				setSize(sz)
 			case <-done:
 				return
 			}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
@@ -65,14 +66,17 @@ func (k *Kubelet) Exec(ctx context.Context, pod *corev1.Pod, container string, c
 	// the first size, before the command starts: kubectl sends it right
 	// after the streams connect, but on a loaded machine that can take a
 	// while (100 ms was not enough: stty size said "0 0"); a client that
-	// sends none costs a second
+	// sends none costs three seconds. runc's init sizes the console with
+	// it (the process's consoleSize) before the command runs: a resize
+	// that only reaches runc as SIGWINCH raced a quick `stty size`.
 	if opts.Resize != nil {
 		select {
 		case sz, ok := <-opts.Resize:
 			if ok {
 				pty.resize(sz)
+				ro.ConsoleSize = &specs.Box{Height: uint(sz.Height), Width: uint(sz.Width)}
 			}
-		case <-time.After(time.Second):
+		case <-time.After(3 * time.Second):
 		case <-ctx.Done():
 		}
 	}

@@ -52,6 +52,7 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
@@ -885,6 +886,15 @@ type ExecOptions struct {
 	// resize of the terminal (TIOCSWINSZ on the leader end) reaches runc
 	// as SIGWINCH, and runc resizes the container's console.
 	Console *os.File
+	// ConsoleSize, with Tty, is the terminal's size when the process
+	// starts (the process spec's consoleSize). runc's init sizes the
+	// container's console before it runs the command; a resize that only
+	// arrives as SIGWINCH races the command (`stty size` could say "0 0").
+	// Given, the process is passed whole (`runc exec --process FILE`): the
+	// container's own process from its config.json, with these args; and
+	// Console is sized to it too, as runc copies Console's size to the
+	// container's console after the command starts.
+	ConsoleSize *specs.Box
 }
 
 // Exec runs args inside the running container (`runc exec`), as `kubectl
@@ -905,17 +915,71 @@ func (r *Runtime) Exec(ctx context.Context, id string, args []string, opts ExecO
 	if opts.Tty {
 		a = append(a, "--tty")
 	}
-	argv := r.argv(append(append(a, id), args...)...)
+	var argv []string
+	if opts.Tty && opts.ConsoleSize != nil {
+		process, err := r.execProcess(id, args, *opts.ConsoleSize)
+		if err != nil {
+			return 0, fmt.Errorf("exec in container %s: %w", id, err)
+		}
+		defer os.Remove(process)
+		argv = r.argv(append(a, "--process", process, id)...)
+	} else {
+		argv = r.argv(append(append(a, id), args...)...)
+	}
 	r.report(argv)
 	stdio, ctty := opts.IO, false
 	if opts.Tty && opts.Console != nil {
 		stdio, ctty = IO{Stdin: opts.Console, Stdout: opts.Console, Stderr: opts.Console}, true
+		if s := opts.ConsoleSize; s != nil {
+			// runc copies its own terminal's size to the container's
+			// console once the command runs: the same size, or it would
+			// undo consoleSize
+			ws := &unix.Winsize{Row: uint16(s.Height), Col: uint16(s.Width)}
+			if err := unix.IoctlSetWinsize(int(opts.Console.Fd()), unix.TIOCSWINSZ, ws); err != nil {
+				return 0, fmt.Errorf("exec in container %s: sizing the terminal: %w", id, err)
+			}
+		}
 	}
 	code, err := r.foreground(ctx, argv, stdio, runcLog, ctty)
 	if err != nil {
 		return 0, fmt.Errorf("exec in container %s: %w", id, err)
 	}
 	return code, nil
+}
+
+// execProcess writes the process `runc exec --process` runs: the
+// container's own (environment, working directory, user, capabilities, as
+// runc takes them from config.json when given a command line) with args, a
+// terminal of the given size. It returns the file's path.
+func (r *Runtime) execProcess(id string, args []string, size specs.Box) (string, error) {
+	rec, err := r.readRecord(id)
+	if err != nil {
+		return "", fmt.Errorf("reading podlab's record of the container: %w", err)
+	}
+	config := filepath.Join(rec.Bundle, "config.json")
+	b, err := os.ReadFile(config)
+	if err != nil {
+		return "", err
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return "", fmt.Errorf("reading %s: %w", config, err)
+	}
+	if spec.Process == nil {
+		return "", fmt.Errorf("%s has no process", config)
+	}
+	p := *spec.Process
+	p.Args, p.Terminal, p.ConsoleSize = args, true, &size
+	f, err := os.CreateTemp(r.ContainerDir(id), "exec-*.json")
+	if err != nil {
+		return "", err
+	}
+	if err := json.NewEncoder(f).Encode(&p); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), f.Close()
 }
 
 // Kill sends signal (a name like SIGTERM or TERM, or a number; empty means

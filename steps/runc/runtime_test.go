@@ -17,6 +17,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/runc"
 )
@@ -669,4 +671,82 @@ func BenchmarkRuncRun(b *testing.B) {
 			_, _ = runc.RemoveCgroupDirs(ms, "/podlab/bench")
 		}
 	})
+}
+
+// TestRuntime_ExecConsoleSize: `kubectl exec -it` brings the client's
+// terminal size. Given as the process's consoleSize, runc's init sizes the
+// container's console before the command runs; without it, nothing sizes
+// the console and the command sees 0 0 (a resize arriving later, as
+// SIGWINCH, raced a quick `stty size` on a loaded machine).
+func TestRuntime_ExecConsoleSize(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	r := newRuntime(t)
+	id := containerID(t, r)
+	if _, err := r.Create(ctx, id, bundle(t, id, "sleep")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		size *specs.Box
+		want string
+	}{
+		{"no size given", nil, "0 0"},
+		{"consoleSize 40x100", &specs.Box{Height: 40, Width: 100}, "40 100"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leader, follower := openPty(t)
+			read := make(chan string, 1)
+			go func() {
+				b, _ := io.ReadAll(leader) // EIO once no process holds the follower
+				read <- string(b)
+			}()
+			code, err := r.Exec(ctx, id, []string{"/app", "size"}, runc.ExecOptions{Tty: true, Console: follower, ConsoleSize: tc.size})
+			follower.Close()
+			if err != nil || code != 0 {
+				t.Fatalf("exec: code %d, %v", code, err)
+			}
+			select {
+			case got := <-read:
+				if strings.TrimSpace(got) != tc.want {
+					t.Errorf("the command saw a terminal of %q, want %q", got, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the terminal's output did not end")
+			}
+			if left, _ := filepath.Glob(filepath.Join(r.ContainerDir(id), "exec-*.json")); len(left) != 0 {
+				t.Errorf("process files left: %q", left)
+			}
+		})
+	}
+	if err := r.Kill(ctx, id, "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openPty opens a pseudo-terminal: the leader end the test reads, the
+// follower end runc runs on.
+func openPty(t *testing.T) (leader, follower *os.File) {
+	t.Helper()
+	leader, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { leader.Close() })
+	if err := unix.IoctlSetPointerInt(int(leader.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(leader.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { follower.Close() })
+	return leader, follower
 }
