@@ -21,6 +21,10 @@ package runc
 //	  pause.c, reaps the orphans the containers leave it (SIGCHLD) and
 //	  exits on SIGINT or SIGTERM.
 //
+// StartPause puts it in the pod's cgroup (PauseOptions.Cgroup) at once,
+// before it is reported ready: its memory and CPU count as the pod's, as
+// the pause container's do under containerd.
+//
 // The containers join the namespace by the pinned file, as they join the
 // sandbox's network namespace. Stopping the sandbox kills the pause
 // process (StopPause), which ends whatever is left in the namespace; a
@@ -56,6 +60,12 @@ type PauseOptions struct {
 	Root string `json:"root"`
 	// Log receives what the pause process says if it fails.
 	Log string `json:"log"`
+	// Cgroup is the cgroup StartPause puts the pause process in as soon as
+	// it is started (EnterCgroup), as containerd's sandbox container is
+	// placed at <cgroup_parent>/<sandbox id>: the pod's cgroup, a leaf of
+	// its own. Empty: it stays in the caller's. Removing it is the
+	// caller's, once the process is gone (StopPause).
+	Cgroup string `json:"-"`
 
 	// Namespaces, for a pod with a user namespace of its own
 	// (hostUsers: false), are the other namespaces the pause process is
@@ -138,6 +148,17 @@ func StartPause(ctx context.Context, shim []string, opts PauseOptions) (int, err
 		return 0, fmt.Errorf("starting the pause process (%s) in a new PID namespace: %w", shim[0], err)
 	}
 	wr.Close()
+	if opts.Cgroup != "" {
+		mounts, err := HostCgroupMounts()
+		if err == nil {
+			_, err = EnterCgroup(mounts, opts.Cgroup, cmd.Process.Pid)
+		}
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, fmt.Errorf("placing the pause process in the pod's cgroup: %w", err)
+		}
+	}
 	if opts.PinnedByParent {
 		if err := pinPause(cmd.Process.Pid, pins, opts.PidFile); err != nil {
 			_ = cmd.Process.Kill()
