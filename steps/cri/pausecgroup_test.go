@@ -122,3 +122,42 @@ func pauseGone(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	return err != nil || strings.Contains(string(b), ") Z")
 }
+
+// StopPauses (podlab reset's) stops the pause processes of a runtime that is
+// no longer running, from its records, and removes their cgroups; a second
+// call finds nothing to stop.
+func TestStopPauses(t *testing.T) {
+	testenv.RequireRoot(t)
+	n := startNode(t, testenv.StateDir(t))
+	sb, err := n.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: podConfig("reset")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := n.srv.rec.sandbox(sb.PodSandboxId)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := readPidFile(n.srv.pauseOptions(rec).PidFile)
+	n.stop()
+	stopped, err := StopPauses(context.Background(), n.node)
+	if err != nil || len(stopped) != 1 || stopped[0] != (StoppedPause{SandboxID: sb.PodSandboxId, Pid: pid}) {
+		t.Fatalf("StopPauses: %+v %v, want sandbox %s's pause process %d", stopped, err, sb.PodSandboxId, pid)
+	}
+	if !pauseGone(pid) {
+		t.Errorf("the pause process %d is left", pid)
+	}
+	mounts, _ := runc.HostCgroupMounts()
+	for _, m := range mounts {
+		if d := m.Dir(pauseCgroup(rec)); m.Version == 2 || len(m.Controllers) > 0 {
+			if _, err := os.Stat(d); err == nil {
+				t.Errorf("the pause process's cgroup %s is left", d)
+			}
+		}
+	}
+	if again, err := StopPauses(context.Background(), n.node); err != nil || len(again) != 0 {
+		t.Errorf("StopPauses again: %+v %v, want nothing", again, err)
+	}
+	if _, err := unpinNamespaces(rec.Namespaces); err != nil {
+		t.Error(err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // sandboxKinds are the namespaces a sandbox pins: net and uts unless the
@@ -260,8 +261,10 @@ func (s *Server) sharesPidNamespace(cfg *runtimeapi.PodSandboxConfig, h runc.Han
 // pauseOptions place a sandbox's pause process: its PID namespace pinned
 // with the others, its PID, empty root and log in the pod's directory, and
 // the process itself in the pod's cgroup (pauseCgroup).
-func (s *Server) pauseOptions(sb *sandboxRecord) runc.PauseOptions {
-	dir := s.node.PodDir(sb.ID)
+func (s *Server) pauseOptions(sb *sandboxRecord) runc.PauseOptions { return pauseOptions(s.node, sb) }
+
+func pauseOptions(node statedir.Node, sb *sandboxRecord) runc.PauseOptions {
+	dir := node.PodDir(sb.ID)
 	return runc.PauseOptions{NamespaceFile: sb.Namespaces["pid"], PidFile: filepath.Join(dir, "pause.pid"),
 		Root: filepath.Join(dir, "pause-root"), Log: filepath.Join(dir, "pause.log"), Cgroup: pauseCgroup(sb)}
 }
@@ -278,11 +281,15 @@ func pauseCgroup(sb *sandboxRecord) string { return sb.CgroupParent + "/" + sb.I
 // leaf alone). A killed process counts in its v1 cgroups until its parent
 // has reaped it (rmdir says EBUSY): it tries again for up to 5 s.
 func (s *Server) removePauseCgroup(ctx context.Context, sb *sandboxRecord) error {
+	return removePauseCgroup(ctx, s.node, sb)
+}
+
+func removePauseCgroup(ctx context.Context, node statedir.Node, sb *sandboxRecord) error {
 	mounts, err := runc.HostCgroupMounts()
 	if err != nil {
 		return nil // no cgroups: nothing was made
 	}
-	leaf, stop := pauseCgroup(sb), s.node.KubepodsCgroup()
+	leaf, stop := pauseCgroup(sb), node.KubepodsCgroup()
 	if !strings.HasPrefix(leaf, stop+"/") {
 		stop = ""
 	}
