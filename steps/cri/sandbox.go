@@ -264,9 +264,8 @@ func (s *Server) sharesPidNamespace(cfg *runtimeapi.PodSandboxConfig, h runc.Han
 func (s *Server) pauseOptions(sb *sandboxRecord) runc.PauseOptions { return pauseOptions(s.node, sb) }
 
 func pauseOptions(node statedir.Node, sb *sandboxRecord) runc.PauseOptions {
-	dir := node.PodDir(sb.ID)
-	return runc.PauseOptions{NamespaceFile: sb.Namespaces["pid"], PidFile: filepath.Join(dir, "pause.pid"),
-		Root: filepath.Join(dir, "pause-root"), Log: filepath.Join(dir, "pause.log"), Cgroup: pauseCgroup(sb)}
+	return runc.PauseOptions{NamespaceFile: sb.Namespaces["pid"], PidFile: node.PausePidFile(sb.ID),
+		Root: node.PauseRoot(sb.ID), Log: node.PauseLog(sb.ID), Cgroup: pauseCgroup(sb)}
 }
 
 // pauseCgroup is the cgroup of the sandbox's pause process: a leaf named by
