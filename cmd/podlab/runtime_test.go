@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -479,7 +480,7 @@ func checkNoOrphans(t *testing.T, n statedir.Node) {
 	named("runc's container", n.RuncRoot(), containers)
 	named("the shim's directory", n.ContainersDir(), containers)
 	named("the pod directory", n.PodsDir(), sandboxes)
-	for _, k := range []string{"net", "ipc", "uts"} {
+	for _, k := range statedir.NamespaceKinds() {
 		named("the namespace mount", n.NamespaceDir(k), sandboxes)
 	}
 	sbDirs, _ := os.ReadDir(n.BundlesDir())
@@ -490,8 +491,12 @@ func checkNoOrphans(t *testing.T, n statedir.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Under kubepods: the containers' cgroups, and the pause processes'
+	// (a leaf named by the sandbox's id).
+	recorded := maps.Clone(containers)
+	maps.Copy(recorded, sandboxes)
 	for _, m := range mounts {
-		named("the cgroup", m.Dir(n.KubepodsCgroup()), containers)
+		named("the cgroup", m.Dir(n.KubepodsCgroup()), recorded)
 	}
 	// The overlayfs snapshotter: every active snapshot (a container's
 	// upper directory, keyed <sandbox>/<container>) and every rootfs mount
