@@ -27,9 +27,10 @@ package runc
 //
 // The containers join the namespace by the pinned file, as they join the
 // sandbox's network namespace. Stopping the sandbox kills the pause
-// process (StopPause), which ends whatever is left in the namespace; a
-// pause process whose pin is gone (unmounted by `podlab reset`, say)
-// leaves within 2 s on its own.
+// process (StopPause), which ends whatever is left in the namespace, and so
+// does `podlab reset` (from the sandbox records); a pause process whose pin
+// is gone all the same (unmounted by hand, say) leaves within 2 s on its
+// own.
 
 import (
 	"context"
@@ -273,7 +274,7 @@ func pauseMain(opts *PauseOptions, tell func(shimReady)) int {
 	}
 	// The pin is watched from inside the chroot through a descriptor of
 	// its directory: once it is unmounted or removed (the sandbox torn
-	// down by a runtime that lost the PID file, `podlab reset`), nothing
+	// down by a runtime that lost the PID file, an umount by hand), nothing
 	// can join the namespace any more, and the pause process leaves.
 	var pinned unix.Stat_t
 	if err := unix.Stat(src, &pinned); err != nil {
