@@ -135,6 +135,7 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 	section("Stopped the nodes' runtimes (podlab runtime)", res.Runtimes)
 	section("The lab containerd (podlab containerd)", res.Containerd)
 	section("Deleted containers (runc delete --force: killed, state and cgroup removed)", res.Containers)
+	section("Stopped pause processes (the CRI sandboxes' PID 1)", res.Pauses)
 	section("Pod network", res.Network)
 	section("Unmounted", res.Unmounted)
 	if len(res.Cgroups) > 0 {
@@ -143,7 +144,7 @@ func printReset(c *cli.Context, dir string, res *up.ResetResult) {
 	section("Cgroups left under "+statedir.Layout{Dir: dir}.CgroupRoot()+" (processes still in them: started outside podlab's runc roots?)", res.BusyCgroups)
 	section("Removed", res.Removed)
 	section("Kept", res.Kept)
-	if len(res.Runtimes)+len(res.Containerd)+len(res.Containers)+len(res.Network)+len(res.Unmounted)+len(res.Cgroups)+len(res.Removed) == 0 {
+	if len(res.Runtimes)+len(res.Containerd)+len(res.Containers)+len(res.Pauses)+len(res.Network)+len(res.Unmounted)+len(res.Cgroups)+len(res.Removed) == 0 {
 		fmt.Fprintf(w, "Nothing of podlab's was left under %s.\n", dir)
 		return
 	}

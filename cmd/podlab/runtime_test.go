@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -479,7 +480,7 @@ func checkNoOrphans(t *testing.T, n statedir.Node) {
 	named("runc's container", n.RuncRoot(), containers)
 	named("the shim's directory", n.ContainersDir(), containers)
 	named("the pod directory", n.PodsDir(), sandboxes)
-	for _, k := range []string{"net", "ipc", "uts"} {
+	for _, k := range statedir.NamespaceKinds() {
 		named("the namespace mount", n.NamespaceDir(k), sandboxes)
 	}
 	sbDirs, _ := os.ReadDir(n.BundlesDir())
@@ -490,8 +491,12 @@ func checkNoOrphans(t *testing.T, n statedir.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Under kubepods: the containers' cgroups, and the pause processes'
+	// (a leaf named by the sandbox's id).
+	recorded := maps.Clone(containers)
+	maps.Copy(recorded, sandboxes)
 	for _, m := range mounts {
-		named("the cgroup", m.Dir(n.KubepodsCgroup()), containers)
+		named("the cgroup", m.Dir(n.KubepodsCgroup()), recorded)
 	}
 	// The overlayfs snapshotter: every active snapshot (a container's
 	// upper directory, keyed <sandbox>/<container>) and every rootfs mount
@@ -528,9 +533,12 @@ func checkNoOrphans(t *testing.T, n statedir.Node) {
 
 // TestRuntime_ResetStopsIt: a runtime left running (by hand, or started by
 // a kubelet) records its pid, and podlab reset stops it before it deletes
-// the node's containers.
+// the node's containers; the pause process of its sandbox (pid mode POD,
+// crictl's default), which outlives the runtime, is stopped too, and no
+// cgroup is left busy.
 func TestRuntime_ResetStopsIt(t *testing.T) {
 	testenv.RequireRoot(t)
+	crictlBin := testenv.LookPath(t, "crictl")
 	state := testenv.StateDir(t)
 	cmd, out := startComponent(t, state, "runtime", "--node", "node-1")
 	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C stops"); time.Sleep(20 * time.Millisecond) {
@@ -542,9 +550,36 @@ func TestRuntime_ResetStopsIt(t *testing.T) {
 	if b, err := os.ReadFile(n.RuntimePidFile()); err != nil || !strings.HasPrefix(string(b), strconv.Itoa(cmd.Process.Pid)+" ") {
 		t.Fatalf("%s = %q, %v; want the runtime's pid %d", n.RuntimePidFile(), b, err, cmd.Process.Pid)
 	}
+	c := crictlRunner{t: t, bin: crictlBin, sock: n.CRISocket(), home: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(c.home, "crictl.yaml"), []byte("runtime-endpoint: unix://"+n.CRISocket()+"\ntimeout: 60\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := filepath.Join(t.TempDir(), "pod-config.json")
+	writeJSON(t, pod, map[string]any{"metadata": map[string]any{"name": "web", "namespace": "default", "uid": "web-uid-1"}, "hostname": "web"})
+	podID := strings.TrimSpace(c.must("runp", pod))
+	var info struct {
+		Info struct {
+			PausePid int `json:"pausePid"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal([]byte(c.must("inspectp", podID)), &info); err != nil || info.Info.PausePid <= 0 {
+		t.Fatalf("crictl inspectp %s: no pausePid (%v)", podID, err)
+	}
+	pause := info.Info.PausePid
+	t.Cleanup(func() { _ = syscall.Kill(pause, syscall.SIGKILL) })
+
 	got := mustPodlab(t, state, "reset", "--yes")
 	if want := fmt.Sprintf("node node-1: pid %d", cmd.Process.Pid); !strings.Contains(got, "Stopped the nodes' runtimes (podlab runtime)") || !strings.Contains(got, want) {
 		t.Errorf("reset does not say it stopped the runtime (%s):\n%s", want, got)
+	}
+	if want := fmt.Sprintf("node node-1: sandbox %s pid %d", podID, pause); !strings.Contains(got, "Stopped pause processes") || !strings.Contains(got, want) {
+		t.Errorf("reset does not say it stopped the pause process (%s):\n%s", want, got)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pause)); err == nil && !strings.Contains(string(b), ") Z") {
+		t.Errorf("the pause process %d still runs after reset: %s", pause, b)
+	}
+	if strings.Contains(got, "Cgroups left under") {
+		t.Errorf("reset left busy cgroups:\n%s", got)
 	}
 	for deadline := time.Now().Add(10 * time.Second); !strings.HasSuffix(out.String(), "stopped\n"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -14,7 +14,9 @@
 //	                 default) a pause process is PID 1 of a PID namespace
 //	                 the containers share, pinned with the others
 //	                 (steps/runc's pause.go; CRI-O keeps its infra
-//	                 container for this case only); CONTAINER gives each
+//	                 container for this case only), in the pod's cgroup
+//	                 (<cgroup_parent>/<sandbox id>, where containerd puts
+//	                 its pause container); CONTAINER gives each
 //	                 container its own, NODE the node's
 //	PullImage        steps/pull into the node's content store
 //	CreateContainer  steps/unpack into a bundle through the node's
@@ -27,6 +29,7 @@
 //	StopContainer    SIGTERM (or the image's stop signal), the timeout, SIGKILL
 //	RemoveContainer  `runc delete`, the bundle, the log
 //	StopPodSandbox   stop the containers, CNI DEL, kill the pause process
+//	                 and remove its cgroup
 //	RemovePodSandbox remove the containers and unpin the namespaces
 //
 // Which containerd v2 files each part follows (internal/cri/server/...):

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // cleanHalfMade removes what creates killed half-way left: every record
@@ -71,6 +74,56 @@ func (s *Server) cleanHalfMade(ctx context.Context) ([]Cleaned, error) {
 			continue
 		}
 		out = append(out, cl)
+	}
+	return out, errors.Join(errs...)
+}
+
+// StoppedPause is a pause process StopPauses stopped.
+type StoppedPause struct {
+	SandboxID string
+	Pid       int
+}
+
+// StopPauses stops the pause processes of the sandboxes node's runtime
+// recorded, whatever their state, and removes their cgroups: what `podlab
+// reset` does before it unmounts the sandboxes' namespaces (a pause process
+// outlives its runtime, as containerd's shims do). A PID the kernel gave to
+// another process since is left alone (runc.StopPause). It works on the
+// records alone: the runtime need not run, and should not (reset stops it
+// first).
+func StopPauses(ctx context.Context, node statedir.Node) ([]StoppedPause, error) {
+	rec := records{sandboxes: node.CRISandboxesDir(), containers: node.CRIContainersDir()}
+	ids, err := rec.sandboxIDs()
+	if err != nil {
+		return nil, fmt.Errorf("listing the sandboxes of node %s: %w", node.Name, err)
+	}
+	var out []StoppedPause
+	var errs []error
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		sb, err := rec.sandbox(id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, ok := sb.Namespaces["pid"]; !ok {
+			continue
+		}
+		o := pauseOptions(node, sb)
+		pid := readPidFile(o.PidFile)
+		live := runc.PauseRunning(o.PidFile, o.NamespaceFile) == nil
+		if err := runc.StopPause(ctx, o.PidFile, o.NamespaceFile); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
+			continue
+		}
+		if err := removePauseCgroup(ctx, node, sb); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
+		}
+		if live {
+			out = append(out, StoppedPause{SandboxID: id, Pid: pid})
+		}
 	}
 	return out, errors.Join(errs...)
 }

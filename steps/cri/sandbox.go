@@ -14,10 +14,12 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // sandboxKinds are the namespaces a sandbox pins: net and uts unless the
@@ -257,16 +259,54 @@ func (s *Server) sharesPidNamespace(cfg *runtimeapi.PodSandboxConfig, h runc.Han
 }
 
 // pauseOptions place a sandbox's pause process: its PID namespace pinned
-// with the others, its PID, empty root and log in the pod's directory.
-func (s *Server) pauseOptions(sb *sandboxRecord) runc.PauseOptions {
-	dir := s.node.PodDir(sb.ID)
-	return runc.PauseOptions{NamespaceFile: sb.Namespaces["pid"], PidFile: filepath.Join(dir, "pause.pid"),
-		Root: filepath.Join(dir, "pause-root"), Log: filepath.Join(dir, "pause.log")}
+// with the others, its PID, empty root and log in the pod's directory, and
+// the process itself in the pod's cgroup (pauseCgroup).
+func (s *Server) pauseOptions(sb *sandboxRecord) runc.PauseOptions { return pauseOptions(s.node, sb) }
+
+func pauseOptions(node statedir.Node, sb *sandboxRecord) runc.PauseOptions {
+	return runc.PauseOptions{NamespaceFile: sb.Namespaces["pid"], PidFile: node.PausePidFile(sb.ID),
+		Root: node.PauseRoot(sb.ID), Log: node.PauseLog(sb.ID), Cgroup: pauseCgroup(sb)}
+}
+
+// pauseCgroup is the cgroup of the sandbox's pause process: a leaf named by
+// the sandbox's id under the pod's cgroup (cgroup_parent), where containerd
+// puts its sandbox container with the cgroupfs driver
+// (podsandbox/helpers_linux.go's getCgroupsPath).
+func pauseCgroup(sb *sandboxRecord) string { return sb.CgroupParent + "/" + sb.ID }
+
+// removePauseCgroup removes the pause process's cgroup once the process is
+// gone, with the parents it emptied below the node's kubepods, as a
+// container's delete removes its own (a cgroup_parent outside kubepods: the
+// leaf alone). A killed process counts in its v1 cgroups until its parent
+// has reaped it (rmdir says EBUSY): it tries again for up to 5 s.
+func (s *Server) removePauseCgroup(ctx context.Context, sb *sandboxRecord) error {
+	return removePauseCgroup(ctx, s.node, sb)
+}
+
+func removePauseCgroup(ctx context.Context, node statedir.Node, sb *sandboxRecord) error {
+	mounts, err := runc.HostCgroupMounts()
+	if err != nil {
+		return nil // no cgroups: nothing was made
+	}
+	leaf, stop := pauseCgroup(sb), node.KubepodsCgroup()
+	if !strings.HasPrefix(leaf, stop+"/") {
+		stop = ""
+	}
+	var last error
+	werr := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, last = runc.RemoveCgroupDirsBelow(mounts, leaf, stop)
+		return last == nil || !errors.Is(last, syscall.EBUSY), nil
+	})
+	if last == nil && werr != nil {
+		last = werr
+	}
+	return last
 }
 
 // teardownSandbox detaches the sandbox from the network (CNI DEL, while
 // its network namespace still exists), stops its pause process (which
-// ends what is left in its PID namespace) and unpins its namespaces.
+// ends what is left in its PID namespace) and removes its cgroup, and
+// unpins its namespaces.
 func (s *Server) teardownSandbox(ctx context.Context, sb *sandboxRecord) ([]string, error) {
 	var errs []error
 	if _, ok := sb.Namespaces["net"]; ok {
@@ -277,6 +317,8 @@ func (s *Server) teardownSandbox(ctx context.Context, sb *sandboxRecord) ([]stri
 	if _, ok := sb.Namespaces["pid"]; ok {
 		o := s.pauseOptions(sb)
 		if err := runc.StopPause(ctx, o.PidFile, o.NamespaceFile); err != nil {
+			errs = append(errs, err)
+		} else if err := s.removePauseCgroup(ctx, sb); err != nil {
 			errs = append(errs, err)
 		}
 	}

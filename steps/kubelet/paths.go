@@ -94,7 +94,8 @@ func (l Layout) SubPath(uid types.UID, volume, container string, index int) stri
 }
 
 // NamespacePath is the bind mount that pins one of a pod's namespaces: kind
-// is user (hostUsers: false), net, ipc or uts (statedir.NamespaceKinds).
+// is user (hostUsers: false), net, ipc or uts; the kubelet's own sandbox
+// pins no pid namespace, the CRI runtime's may (statedir.NamespaceKinds).
 func (l Layout) NamespacePath(kind string, uid types.UID) string {
 	return l.NamespaceFile(kind, string(uid))
 }

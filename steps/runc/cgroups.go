@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -460,4 +461,78 @@ func RemoveCgroupDirsBelow(mounts []CgroupMount, path, parent string) ([]string,
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// EnterCgroup puts process pid into the cgroup path (a cgroupfs path such
+// as /podlab-1a2b3c4d/nodes/n/kubepods/pod<uid>/<sandbox id>) of every
+// hierarchy runc places a container in: each v1 hierarchy with a
+// controller and the unified one. It makes the cgroup where it is missing
+// (a new v1 cpuset cgroup gets its parent's cpus and mems, as runc does:
+// an empty cpuset takes no process), then writes pid into its
+// cgroup.procs, which moves the whole process. This is what runc does for
+// a container's init; the CRI runtime does it for the pause process it
+// starts itself. It returns the cgroup directories pid is now in.
+func EnterCgroup(mounts []CgroupMount, path string, pid int) ([]string, error) {
+	path = filepath.Clean("/" + path)
+	if path == "/" {
+		return nil, fmt.Errorf("putting process %d in a cgroup: no cgroup path given", pid)
+	}
+	var dirs []string
+	for _, m := range mounts {
+		if m.Version == 1 && !slices.ContainsFunc(m.Controllers, func(c string) bool { return !strings.HasPrefix(c, "name=") }) {
+			continue // a named hierarchy (name=systemd) runc does not join
+		}
+		dir := m.dir(path)
+		if err := makeCgroupDir(m, dir); err != nil {
+			return dirs, fmt.Errorf("making cgroup %s: %w", dir, err)
+		}
+		procs := filepath.Join(dir, "cgroup.procs")
+		if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return dirs, fmt.Errorf("putting process %d in cgroup %s: %w", pid, procs, err)
+		}
+		dirs = append(dirs, dir)
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("putting process %d in cgroup %s: no cgroup hierarchy is mounted", pid, path)
+	}
+	return dirs, nil
+}
+
+// makeCgroupDir makes dir in hierarchy m, its parents first; in a v1
+// cpuset hierarchy each new cgroup copies its parent's cpuset.cpus and
+// cpuset.mems.
+func makeCgroupDir(m CgroupMount, dir string) error {
+	top := filepath.Clean(m.Mountpoint)
+	rel, err := filepath.Rel(top, dir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("%s is not inside %s", dir, top)
+	}
+	cpuset := m.Version == 1 && slices.Contains(m.Controllers, "cpuset")
+	cur := top
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." {
+			continue
+		}
+		parent := cur
+		cur = filepath.Join(cur, part)
+		if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if !cpuset {
+			continue
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if b, err := os.ReadFile(filepath.Join(cur, f)); err == nil && strings.TrimSpace(string(b)) != "" {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(parent, f))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(cur, f), b, 0o644); err != nil {
+				return fmt.Errorf("copying %s of %s: %w", f, parent, err)
+			}
+		}
+	}
+	return nil
 }

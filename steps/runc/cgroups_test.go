@@ -1,7 +1,9 @@
 package runc_test
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/steps/statedir"
 )
 
 // fakeTree writes files (path relative to root -> content; a trailing slash
@@ -352,5 +355,75 @@ func TestReadProcessCgroup_Host(t *testing.T) {
 	}
 	if !cg.Pids.Known && !cg.Memory.Known {
 		t.Errorf("read neither pids nor memory: %+v", cg)
+	}
+}
+
+// EnterCgroup moves a running process into a new cgroup in every hierarchy
+// runc uses (a v1 cpuset cgroup included: it gets its parent's cpus and
+// mems); the kernel's /proc/<pid>/cgroup then names it there.
+func TestEnterCgroup_Host(t *testing.T) {
+	testenv.RequireRoot(t)
+	ms, err := runc.HostCgroupMounts()
+	if err != nil || runc.CgroupLayout(ms) == runc.CgroupNone {
+		testenv.Missing(t, "no cgroup file system mounted")
+	}
+	l, err := statedir.New(testenv.StateDir(t)) // removes its cgroup root at the end
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	path := l.CgroupRoot() + "/pod/leaf"
+	dirs, err := runc.EnterCgroup(ms, path, cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := runc.ParseProcCgroup(strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) == 0 {
+		t.Fatal("EnterCgroup reports no cgroup directory")
+	}
+	for _, m := range ms {
+		key := ""
+		if m.Version == 1 {
+			if len(m.Controllers) == 0 || strings.HasPrefix(m.Controllers[0], "name=") {
+				continue
+			}
+			key = m.Controllers[0]
+		}
+		if pc[key] != path {
+			t.Errorf("/proc/%d/cgroup: %q in %s, want %s:\n%s", cmd.Process.Pid, pc[key], m.Mountpoint, path, b)
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := runc.RemoveCgroupDirs(ms, path); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestEnterCgroup_BadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		mounts     []runc.CgroupMount
+		want       string
+	}{
+		{"no path", "", []runc.CgroupMount{{Mountpoint: t.TempDir(), Root: "/", Version: 2}}, "no cgroup path"},
+		{"no hierarchy", "/a/b", nil, "no cgroup hierarchy is mounted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := runc.EnterCgroup(tc.mounts, tc.path, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("EnterCgroup(%q): %v, want an error saying %q", tc.path, err, tc.want)
+			}
+		})
 	}
 }

@@ -21,11 +21,16 @@ package runc
 //	  pause.c, reaps the orphans the containers leave it (SIGCHLD) and
 //	  exits on SIGINT or SIGTERM.
 //
+// StartPause puts it in the pod's cgroup (PauseOptions.Cgroup) at once,
+// before it is reported ready: its memory and CPU count as the pod's, as
+// the pause container's do under containerd.
+//
 // The containers join the namespace by the pinned file, as they join the
 // sandbox's network namespace. Stopping the sandbox kills the pause
-// process (StopPause), which ends whatever is left in the namespace; a
-// pause process whose pin is gone (unmounted by `podlab reset`, say)
-// leaves within 2 s on its own.
+// process (StopPause), which ends whatever is left in the namespace, and so
+// does `podlab reset` (from the sandbox records); a pause process whose pin
+// is gone all the same (unmounted by hand, say) leaves within 2 s on its
+// own.
 
 import (
 	"context"
@@ -56,6 +61,12 @@ type PauseOptions struct {
 	Root string `json:"root"`
 	// Log receives what the pause process says if it fails.
 	Log string `json:"log"`
+	// Cgroup is the cgroup StartPause puts the pause process in as soon as
+	// it is started (EnterCgroup), as containerd's sandbox container is
+	// placed at <cgroup_parent>/<sandbox id>: the pod's cgroup, a leaf of
+	// its own. Empty: it stays in the caller's. Removing it is the
+	// caller's, once the process is gone (StopPause).
+	Cgroup string `json:"-"`
 
 	// Namespaces, for a pod with a user namespace of its own
 	// (hostUsers: false), are the other namespaces the pause process is
@@ -138,6 +149,17 @@ func StartPause(ctx context.Context, shim []string, opts PauseOptions) (int, err
 		return 0, fmt.Errorf("starting the pause process (%s) in a new PID namespace: %w", shim[0], err)
 	}
 	wr.Close()
+	if opts.Cgroup != "" {
+		mounts, err := HostCgroupMounts()
+		if err == nil {
+			_, err = EnterCgroup(mounts, opts.Cgroup, cmd.Process.Pid)
+		}
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, fmt.Errorf("placing the pause process in the pod's cgroup: %w", err)
+		}
+	}
 	if opts.PinnedByParent {
 		if err := pinPause(cmd.Process.Pid, pins, opts.PidFile); err != nil {
 			_ = cmd.Process.Kill()
@@ -252,7 +274,7 @@ func pauseMain(opts *PauseOptions, tell func(shimReady)) int {
 	}
 	// The pin is watched from inside the chroot through a descriptor of
 	// its directory: once it is unmounted or removed (the sandbox torn
-	// down by a runtime that lost the PID file, `podlab reset`), nothing
+	// down by a runtime that lost the PID file, an umount by hand), nothing
 	// can join the namespace any more, and the pause process leaves.
 	var pinned unix.Stat_t
 	if err := unix.Stat(src, &pinned); err != nil {

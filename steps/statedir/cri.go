@@ -58,3 +58,26 @@ func (n Node) RuntimeLog() string { return filepath.Join(n.Dir, runtimeLog) }
 // RuntimePidFile records the runtime process the kubelet started (its pid
 // and start time), so that podlab reset and podlab node leave stop it.
 func (n Node) RuntimePidFile() string { return filepath.Join(n.Dir, runtimePid) }
+
+// The pause process of a CRI sandbox of pid mode POD (steps/runc's
+// pause.go), whose files are in the sandbox's pod directory.
+const (
+	pausePid  = "pause.pid"
+	pauseLog  = "pause.log"
+	pauseRoot = "pause-root"
+)
+
+// PausePidFile holds the PID on the node of the pause process of a sandbox
+// (PID 1 of its namespace pinned at NamespaceFile("pid", id)): what the
+// runtime stops with the sandbox, and podlab reset when the runtime is gone.
+func (n Node) PausePidFile(sandboxID string) string {
+	return filepath.Join(n.PodDir(sandboxID), pausePid)
+}
+
+// PauseLog is what the pause process says if it fails.
+func (n Node) PauseLog(sandboxID string) string { return filepath.Join(n.PodDir(sandboxID), pauseLog) }
+
+// PauseRoot is the empty directory the pause process chroots into.
+func (n Node) PauseRoot(sandboxID string) string {
+	return filepath.Join(n.PodDir(sandboxID), pauseRoot)
+}

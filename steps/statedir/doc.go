@@ -44,6 +44,10 @@
 //	    pods/<pod-uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts
 //	    seccomp/                        Localhost seccomp profiles (--seccomp-profile-root)
 //	    netns/ ipcns/ utsns/<pod-uid>   the pods' pinned namespaces (bind mounts)
+//	    pidns/<sandbox-id>              a CRI sandbox's PID namespace (pid mode POD), pinned
+//	                                    by its pause process
+//	    pods/<sandbox-id>/pause.pid     that pause process's PID on the node (pause.log,
+//	                                    pause-root/ the empty directory it chroots into)
 //	    userns/<pod-uid>                a pod's user namespace (hostUsers: false only)
 //	    pods/<pod-uid>/userns           its range of host ids (Kubernetes' format)
 //	    machine/net                     a joined node's network namespace (bind mount; podlab node join)

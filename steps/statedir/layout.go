@@ -360,14 +360,19 @@ func (n Node) SubPath(uid, volume, container string, index int) string {
 // profile "profiles/audit.json" is <SeccompDir>/profiles/audit.json.
 func (n Node) SeccompDir() string { return filepath.Join(n.Dir, seccompDir) }
 
-// NamespaceKinds are the kinds of namespace a pod sandbox pins, by their
-// names under /proc/<pid>/ns/: user (hostUsers: false only, first: it owns
-// the others), net, ipc and uts.
-func NamespaceKinds() []string { return []string{"user", "net", "ipc", "uts"} }
+// NamespaceKinds are the kinds of namespace a pod sandbox may pin under
+// the node's directory, by their names under /proc/<pid>/ns/: user
+// (hostUsers: false only, first: it owns the others), net, ipc, uts, and
+// pid. The kubelet's own sandbox pins user, net, ipc and uts; the node's CRI
+// runtime (steps/cri) pins pid too, for a sandbox of pid mode POD
+// (shareProcessNamespace), where its pause process is PID 1
+// (PausePidFile). Whoever removes a sandbox's pins, or looks for what is
+// left of one, goes through all of them.
+func NamespaceKinds() []string { return []string{"user", "net", "ipc", "uts", "pid"} }
 
 // NamespaceDir is the directory of the bind mounts that pin one kind of
-// namespace of the pods (a kind of NamespaceKinds): userns, netns, ipcns or
-// utsns, as CRI-O's pinns names them under /var/run.
+// namespace of the pods (a kind of NamespaceKinds): userns, netns, ipcns,
+// utsns or pidns, as CRI-O's pinns names them under /var/run.
 func (n Node) NamespaceDir(kind string) string { return filepath.Join(n.Dir, kind+"ns") }
 
 // NamespaceFile is the bind mount that pins a pod's namespace of kind.

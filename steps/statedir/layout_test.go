@@ -61,6 +61,10 @@ func TestLayout_Paths(t *testing.T) {
 		{"empty dir", n.EmptyDir("u1", "v"), "/s/nodes/node-1/pods/u1/volumes/kubernetes.io~empty-dir/v"},
 		{"netns dir", n.NamespaceDir("net"), "/s/nodes/node-1/netns"},
 		{"userns file", n.NamespaceFile("user", "u1"), "/s/nodes/node-1/userns/u1"},
+		{"pidns file", n.NamespaceFile("pid", "sb1"), "/s/nodes/node-1/pidns/sb1"},
+		{"pause pid file", n.PausePidFile("sb1"), "/s/nodes/node-1/pods/sb1/pause.pid"},
+		{"pause log", n.PauseLog("sb1"), "/s/nodes/node-1/pods/sb1/pause.log"},
+		{"pause root", n.PauseRoot("sb1"), "/s/nodes/node-1/pods/sb1/pause-root"},
 		{"userns record", n.UsernsRecord("u1"), "/s/nodes/node-1/pods/u1/userns"},
 		{"node's state dir", n.State().Dir, "/s"},
 		{"lab record", l.LabRecord(), "/s/lab/network.json"},
@@ -177,5 +181,27 @@ func TestEntries(t *testing.T) {
 		if slices.Contains(ResetEntries(), k) {
 			t.Errorf("%s is both kept and removed", k)
 		}
+	}
+}
+
+// Every kind of namespace a sandbox may pin is listed, the CRI runtime's
+// pid with the kubelet's, each with a directory of its own.
+func TestNamespaceKinds(t *testing.T) {
+	n := Layout{Dir: "/s"}.Node("node-1")
+	seen := map[string]bool{}
+	for _, k := range NamespaceKinds() {
+		d := n.NamespaceDir(k)
+		if seen[d] {
+			t.Errorf("kind %s shares %s", k, d)
+		}
+		seen[d] = true
+	}
+	for _, want := range []string{"user", "net", "ipc", "uts", "pid"} {
+		if !seen[n.NamespaceDir(want)] {
+			t.Errorf("NamespaceKinds() = %q: no %s", NamespaceKinds(), want)
+		}
+	}
+	if NamespaceKinds()[0] != "user" {
+		t.Errorf("NamespaceKinds() = %q: user first (it owns the others)", NamespaceKinds())
 	}
 }

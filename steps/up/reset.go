@@ -25,6 +25,7 @@ import (
 
 	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/containerd"
+	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/machine"
@@ -73,6 +74,9 @@ type ResetResult struct {
 	// stopped, its pods' CNI DEL, its containers deleted, its bridge, and
 	// the files it wrote outside the state directory.
 	Containerd []string
+	// Pauses are the pause processes of the nodes' CRI sandboxes that were
+	// stopped, as "node NAME: sandbox ID pid N".
+	Pauses []string
 	// Runtimes are the nodes' runtime processes (podlab runtime, by hand or
 	// started by their kubelets) that were stopped, as "node NAME: pid N".
 	Runtimes []string
@@ -114,7 +118,7 @@ func CheckStateDir(dir string) error {
 // namespaces removed) and the lab network's bridge and FORWARD rule (see
 // steps/machine), then every container
 // (runc kill and delete, under every node's runc root and the top-level
-// one), the mounts under the directory (unmounted first), the state
+// one) and the pause process of every CRI sandbox, the mounts under the directory (unmounted first), the state
 // directory's own cgroup root (/podlab-<hash>, see steps/statedir) in every
 // hierarchy, then the store, the tokens,
 // the content stores, bundles and node directories. The demo images and
@@ -173,6 +177,8 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		}
 	}
 
+	nodes, _ := layout.Nodes()
+
 	// 1. The containers: runc delete --force kills each, removes runc's
 	// state and its cgroups; podlab's containers/<id> goes with it.
 	for _, rt := range runtimes(layout, opts) {
@@ -195,12 +201,25 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetResult, error) {
 		}
 	}
 
+	// 1b. The pause processes of the nodes' CRI sandboxes (pid mode POD):
+	// they outlive their runtime, as containerd's shims do, and hold the
+	// pod's cgroup; the PIDs are in the sandbox records. Killed before the
+	// pins go (unpinned, each would leave within 2 s, too late for step 4).
+	for _, n := range nodes {
+		stopped, err := cri.StopPauses(ctx, n)
+		for _, p := range stopped {
+			res.Pauses = append(res.Pauses, fmt.Sprintf("node %s: sandbox %s pid %d", n.Name, p.SandboxID, p.Pid))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stopping the pause processes of node %s: %w", n.Name, err))
+		}
+	}
+
 	// 2. The nodes' pod networks, while the pods' network namespaces are
 	// still mounted: CNI DEL of every sandbox each node's runtime
 	// attached (veths, port mappings, addresses), then its bridge, in the
 	// network namespace the node's runtime ran in (its machine, if it
 	// joined, else this one).
-	nodes, _ := layout.Nodes()
 	for _, n := range nodes {
 		where := n.MachineNetns()
 		if !isNetnsFile(where) {
