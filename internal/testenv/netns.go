@@ -68,23 +68,17 @@ func InNewNetns(t *testing.T) bool {
 	return false
 }
 
-// LoopbackUp sets IFF_UP on lo in the calling thread's network namespace
-// (a new namespace's loopback is down).
+// LoopbackUp sets lo up in the calling thread's network namespace (a new
+// namespace's loopback is down), over netlink as `ip link set lo up` does.
 func LoopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	lo, err := netlink.LinkByName("lo")
 	if err != nil {
-		return err
+		return fmt.Errorf("finding lo: %w", err)
 	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
+	if err := netlink.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("setting lo up: %w", err)
 	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+	return nil
 }
 
 // PinnedNetns makes a new network namespace, pinned by a bind mount on the
