@@ -61,6 +61,27 @@ func TestServer_PauseCgroup(t *testing.T) {
 			}
 			return n2
 		}},
+		{"a create killed before the pause process's PID was recorded", func(t *testing.T, n *node, id string) *node {
+			sb, err := n.srv.rec.sandbox(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb.State = stateCreating
+			if err := n.srv.rec.putSandbox(sb); err != nil {
+				t.Fatal(err)
+			}
+			// Killed between the pause process pinning its PID namespace
+			// and its PID being written: no PID file.
+			if err := os.Remove(n.srv.pauseOptions(sb).PidFile); err != nil {
+				t.Fatal(err)
+			}
+			n.stop()
+			n2 := startNode(t, n.dir) // New kills what is left in the leaf, then cleans
+			if _, err := n2.srv.rec.sandbox(id); err == nil {
+				t.Fatalf("the half-made sandbox %s is still recorded after the restart", id)
+			}
+			return n2
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := startNode(t, testenv.StateDir(t))

@@ -277,8 +277,10 @@ func pauseCgroup(sb *sandboxRecord) string { return sb.CgroupParent + "/" + sb.I
 // removePauseCgroup removes the pause process's cgroup once the process is
 // gone, with the parents it emptied below the node's kubepods, as a
 // container's delete removes its own (a cgroup_parent outside kubepods: the
-// leaf alone). A killed process counts in its v1 cgroups until its parent
-// has reaped it (rmdir says EBUSY): it tries again for up to 5 s.
+// leaf alone). Whatever is still in the leaf is killed first (a pause
+// process whose start was cut short by a killed runtime). A killed process
+// counts in its v1 cgroups until its parent has reaped it (rmdir says
+// EBUSY): it tries again for up to 5 s.
 func (s *Server) removePauseCgroup(ctx context.Context, sb *sandboxRecord) error {
 	return removePauseCgroup(ctx, s.node, sb)
 }
@@ -291,6 +293,11 @@ func removePauseCgroup(ctx context.Context, node statedir.Node, sb *sandboxRecor
 	leaf, stop := pauseCgroup(sb), node.KubepodsCgroup()
 	if !strings.HasPrefix(leaf, stop+"/") {
 		stop = ""
+	}
+	// The leaf is the pause process's alone. One a runtime killed between
+	// starting it and recording its PID is still there, unrecorded: it goes.
+	if _, err := runc.KillCgroupProcs(mounts, leaf); err != nil {
+		return err
 	}
 	var last error
 	werr := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {

@@ -463,6 +463,44 @@ func RemoveCgroupDirsBelow(mounts []CgroupMount, path, parent string) ([]string,
 	return removed, errors.Join(errs...)
 }
 
+// KillCgroupProcs sends SIGKILL to every process in the cgroup path (a
+// cgroupfs path, as RemoveCgroupDirs takes) of every hierarchy, and returns
+// their PIDs: what is left in a cgroup that only one process should hold,
+// such as the pause process a runtime killed mid-start never recorded. A
+// cgroup that does not exist holds nothing.
+func KillCgroupProcs(mounts []CgroupMount, path string) ([]int, error) {
+	path = filepath.Clean("/" + path)
+	if path == "/" {
+		return nil, errors.New("killing the processes of a cgroup: no cgroup path given")
+	}
+	seen := map[int]bool{}
+	var killed []int
+	var errs []error
+	for _, m := range mounts {
+		b, err := os.ReadFile(filepath.Join(m.dir(path), "cgroup.procs"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading the processes of cgroup %s: %w", m.dir(path), err))
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil || pid <= 0 || seen[pid] {
+				continue
+			}
+			seen[pid] = true
+			if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("killing process %d of cgroup %s: %w", pid, m.dir(path), err))
+				continue
+			}
+			killed = append(killed, pid)
+		}
+	}
+	return killed, errors.Join(errs...)
+}
+
 // EnterCgroup puts process pid into the cgroup path (a cgroupfs path such
 // as /podlab-1a2b3c4d/nodes/n/kubepods/pod<uid>/<sandbox id>) of every
 // hierarchy runc places a container in: each v1 hierarchy with a

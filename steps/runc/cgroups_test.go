@@ -427,3 +427,54 @@ func TestEnterCgroup_BadInput(t *testing.T) {
 		})
 	}
 }
+
+// KillCgroupProcs kills what each hierarchy's cgroup.procs of the path
+// names, once each; a cgroup that does not exist holds nothing; "/" is
+// refused (it would be every process of the hierarchy).
+func TestKillCgroupProcs(t *testing.T) {
+	top := t.TempDir()
+	mounts := []runc.CgroupMount{
+		{Mountpoint: filepath.Join(top, "cpu"), Root: "/", Version: 1, Controllers: []string{"cpu"}},
+		{Mountpoint: filepath.Join(top, "unified"), Root: "/", Version: 2},
+	}
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill() })
+	pid := sleeper.Process.Pid
+	for _, m := range mounts {
+		dir := m.Dir("/pod/sb")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprintf("%d\n", pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, path string
+		want       []int
+		wantErr    string
+	}{
+		{"a cgroup that does not exist", "/pod/other", nil, ""},
+		{"the root", "/", nil, "no cgroup path given"},
+		{"the leaf, named in two hierarchies", "/pod/sb", []int{pid}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := runc.KillCgroupProcs(mounts, tc.path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("KillCgroupProcs(%s): %v, want an error saying %q", tc.path, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("KillCgroupProcs(%s) = %v, %v; want %v", tc.path, got, err, tc.want)
+			}
+		})
+	}
+	if err := sleeper.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the process of the cgroup: %v, want it killed", err)
+	}
+}
