@@ -138,21 +138,12 @@ func (s *Server) cleanContainer(ctx context.Context, c *containerRecord, halfMad
 	if err := s.removeRootfs(c); err != nil {
 		errs = append(errs, err)
 	}
-	rootfs := filepath.Join(c.Bundle, spec.RootfsDir)
-	for i := 0; i < 8 && isMountPoint(rootfs); i++ {
-		if err := unix.Unmount(rootfs, unix.MNT_DETACH); err != nil {
-			errs = append(errs, fmt.Errorf("unmounting %s: %w", rootfs, err))
-			break
-		}
-	}
-	if err := os.RemoveAll(c.Bundle); err != nil {
-		errs = append(errs, err)
-	}
-	// steps/unpack unpacks into <bundle>.unpack-tmp-* and renames it into
+	// steps/unpack unpacks into <bundle>.unpack-tmp-* (its rootfs already
+	// an overlay mount with the overlayfs snapshotter) and renames it into
 	// place: a create killed mid-unpack leaves that directory.
 	tmps, _ := filepath.Glob(c.Bundle + ".unpack-tmp-*")
-	for _, tmp := range tmps {
-		if err := os.RemoveAll(tmp); err != nil {
+	for _, dir := range append([]string{c.Bundle}, tmps...) {
+		if err := removeBundleDir(dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -169,13 +160,22 @@ func (s *Server) cleanContainer(ctx context.Context, c *containerRecord, halfMad
 // still running `runc create` for the container: the shim outlives the
 // runtime (as containerd's do), and what it makes must be there to remove.
 func (s *Server) waitShim(ctx context.Context, id string) {
-	b, err := os.ReadFile(filepath.Join(s.rtByID(id).ContainerDir(id), "shim.pid"))
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return
+	dir := s.rtByID(id).ContainerDir(id)
+	// A shim started just before the runtime was killed writes its PID
+	// first thing; until it has, the container's directory may be there
+	// without it: give the shim a moment rather than race it.
+	var pid int
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(dir); err != nil {
+			return // no directory: no shim was started
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "shim.pid"))
+		if pid, _ = strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
 		if unix.Kill(pid, 0) != nil {
@@ -187,6 +187,18 @@ func (s *Server) waitShim(ctx context.Context, id string) {
 			}
 		}
 	}
+}
+
+// removeBundleDir unmounts what is still mounted on the bundle's rootfs,
+// then removes the bundle.
+func removeBundleDir(bundle string) error {
+	rootfs := filepath.Join(bundle, spec.RootfsDir)
+	for i := 0; i < 8 && isMountPoint(rootfs); i++ {
+		if err := unix.Unmount(rootfs, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmounting %s: %w", rootfs, err)
+		}
+	}
+	return os.RemoveAll(bundle)
 }
 
 // isMountPoint: path's device differs from its parent's.
