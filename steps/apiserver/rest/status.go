@@ -2,6 +2,7 @@ package rest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,7 +32,14 @@ var (
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var se apierrors.APIStatus
 	var st metav1.Status
-	if errors.As(err, &se) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The server is stopping (Serve cancels its requests): as
+		// kube-apiserver's retry-after filter, a 429 with Retry-After, which
+		// client-go waits out and retries, rather than a 500.
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		st = apierrors.NewTooManyRequests("The apiserver is shutting down, please try again later.", 1).ErrStatus
+	} else if errors.As(err, &se) {
 		st = se.Status()
 	} else {
 		st = apierrors.NewInternalError(err).ErrStatus

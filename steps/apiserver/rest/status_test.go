@@ -2,6 +2,11 @@ package rest
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -130,5 +135,44 @@ func TestErrors_UnknownFieldWarns(t *testing.T) {
 		[]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containerz":[],"containers":[{"name":"web","image":"nginx"}]}}`))
 	if code != 201 || hdr.Get("Warning") != `299 - "unknown field \"spec.containerz\""` {
 		t.Errorf("%d, Warning %q: %s", code, hdr.Get("Warning"), body)
+	}
+}
+
+// A request the stopping server cancelled (Serve cancels every request
+// before it shuts down) is answered as kube-apiserver's retry-after filter
+// answers during shutdown: 429 with Retry-After, which client-go waits out
+// and retries, not a 500 "context canceled" that ends a watcher's resume.
+// Other errors keep their own status.
+func TestWriteError_ServerStopping(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cancelled  bool
+		err        error
+		code       int
+		retryAfter string
+		message    string
+	}{
+		{"cancelled by the stopping server", true, fmt.Errorf("listing pods: %w", context.Canceled), 429, "1", "The apiserver is shutting down, please try again later."},
+		{"context canceled, the request alive", false, context.Canceled, 500, "", "Internal error occurred: context canceled"},
+		{"another error of a cancelled request", true, errors.New("disk full"), 500, "", "Internal error occurred: disk full"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.cancelled {
+				cancel()
+			} else {
+				defer cancel()
+			}
+			r := httptest.NewRequestWithContext(ctx, "GET", "/api/v1/pods", nil)
+			w := httptest.NewRecorder()
+			writeError(w, r, tc.err)
+			var st metav1.Status
+			if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
+				t.Fatalf("the body is not a Status: %v\n%s", err, w.Body.String())
+			}
+			if w.Code != tc.code || int(st.Code) != tc.code || st.Message != tc.message || w.Header().Get("Retry-After") != tc.retryAfter {
+				t.Errorf("writeError: %d, Retry-After %q, Status %d %q; want %d, %q, %q", w.Code, w.Header().Get("Retry-After"), st.Code, st.Message, tc.code, tc.retryAfter, tc.message)
+			}
+		})
 	}
 }

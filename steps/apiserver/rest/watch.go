@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -119,7 +120,11 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, c *apiserver.Cli
 		select {
 		case ev, ok := <-wt.Events():
 			if !ok {
-				if err := wt.Err(); err != nil {
+				// A watch the server's stopping cut short just ends, as
+				// kube-apiserver's do when it shuts down: the client
+				// watches again from the last resourceVersion it saw.
+				// (An ERROR event would tell it the watch failed.)
+				if err := wt.Err(); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 					s.sendError(err)
 				}
 				return
