@@ -400,12 +400,8 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 	if err != nil {
 		return nil, nil, err
 	}
-	handlers, err := runtimeHandlers(bin, c.StringSlice("runtime-handler"))
-	if err != nil {
-		return nil, nil, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
+	// the runtime's handlers, checked before it is started with them
+	if _, err := runtimeHandlers(bin, c.StringSlice("runtime-handler")); err != nil {
 		return nil, nil, err
 	}
 	w := c.App.Writer
@@ -422,9 +418,6 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		StateDir: dir,
 		Client:   client,
 		CRI:      conn.Client,
-		Runtime:  bin,
-		Handlers: handlers,
-		Shim:     runc.ShimCommand(exe),
 		// Only the kubelet command has the flag; the stage commands
 		// (podlab spec --pod) run with Kubernetes' default.
 		SeccompDefault: c.Bool("seccomp-default"),
@@ -435,9 +428,6 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		OnLease:        func(r *kubelet.LeaseResult, err error) { printLeaseResult(w, r, err) },
 		// Only the kubelet command has the flag (0 elsewhere: the default).
 		NodeLeaseDuration: time.Duration(c.Int("node-lease-duration-seconds")) * time.Second,
-	}
-	if c.Bool("debug") {
-		cfg.OnCommand = traceTo(w)
 	}
 	if k, err = kubelet.New(cfg); err != nil {
 		conn.Client.Close()
@@ -492,18 +482,20 @@ func connectRuntime(c *cli.Context, dir, node, bin, mirror string) (*kubelet.Run
 	} else if c.Bool("v") || endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
 		fmt.Fprintf(w, "runtime: %s on %s\n", conn.Version, endpoint)
 	}
-	if endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
-		fmt.Fprintf(w, "runtime: only the node's status and its images come from %s yet; the other pod stages still run podlab's runtime in-process, in %s, which cannot read that runtime's images (a pod stops at unpack)\n", endpoint, rc.Node.Dir)
-	}
 	return conn, nil
 }
 
 // runPodStage runs one stage of the pod --pod names (in -n), on the node
 // its spec.nodeName says, as that node's kubelet, and prints it with what
-// comes next: what `podlab pull|unpack|spec --pod NAME` and `podlab runc
+// comes next: what `podlab pull --pod NAME` and `podlab runc
 // create|start|kill|delete --pod NAME` do. It reads -c/--container,
 // --registry-mirror, --insecure and --runtime where the command has them.
+// `podlab unpack|spec --pod NAME` have no kubelet stage: stageOfPod says
+// so.
 func runPodStage(c *cli.Context, stage kubelet.StageName) error {
+	if _, err := kubelet.ParseStage(string(stage)); err != nil {
+		return fmt.Errorf("%s --pod %s: %w", c.Command.Name, c.String("pod"), err)
+	}
 	admin, err := componentClient(c, "admin", false)
 	if err != nil {
 		return err
@@ -551,7 +543,7 @@ func runStageOf(c *cli.Context, k *kubelet.Kubelet, pod *corev1.Pod, stage kubel
 		return err
 	}
 	if p, err := k.Pod(c.Context, pod.Namespace, pod.Name); err == nil {
-		if st, err := k.Observe(p); err == nil {
+		if st, err := k.Observe(c.Context, p); err == nil {
 			printNextStage(c.App.Writer, k, p, kubelet.NextStage(p, st))
 		}
 	}
@@ -570,7 +562,7 @@ func printNext(ctx context.Context, w io.Writer, k *kubelet.Kubelet) error {
 		return nil
 	}
 	for _, p := range pods {
-		st, err := k.Observe(p)
+		st, err := k.Observe(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -617,8 +609,6 @@ func stageCommand(node string, p *corev1.Pod, s kubelet.Stage) (string, string) 
 	same := fmt.Sprintf("podlab kubelet --node %s --pod %s --stage %s%s", node, p.Name, s.Name, flags)
 	by := map[kubelet.StageName]string{
 		kubelet.StagePull:   "podlab pull",
-		kubelet.StageUnpack: "podlab unpack",
-		kubelet.StageSpec:   "podlab spec",
 		kubelet.StageCreate: "podlab runc create",
 		kubelet.StageStart:  "podlab runc start",
 		kubelet.StageKill:   "podlab runc kill",

@@ -11,8 +11,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/urfave/cli/v2"
 
-	"github.com/podlab/podlab/steps/kubelet"
-
 	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/spec"
 	"github.com/podlab/podlab/steps/statedir"
@@ -90,7 +88,7 @@ or in full:
 	},
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {
-			return runPodStage(c, kubelet.StageSpec)
+			return runPodStage(c, "spec")
 		}
 		dir, err := stateDir(c)
 		if err != nil {

@@ -15,8 +15,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
 
-	"github.com/podlab/podlab/steps/kubelet"
-
 	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/statedir"
@@ -126,7 +124,7 @@ Examples:
 	},
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {
-			return runPodStage(c, kubelet.StageUnpack)
+			return runPodStage(c, "unpack")
 		}
 		if c.Bool("remove") {
 			return removeBundle(c)

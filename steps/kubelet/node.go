@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/podlab/podlab/steps/pki"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/podlab/podlab/steps/pki"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -84,7 +85,7 @@ func (k *Kubelet) Register(ctx context.Context) (*NodeResult, error) {
 	obj, err := k.client.Create(ctx, node)
 	if err == nil {
 		res := &NodeResult{Node: obj.(*corev1.Node), Created: true}
-		res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(res.Node)
+		res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(ctx, res.Node)
 		res.Took = time.Since(start)
 		return res, nil
 	}
@@ -95,7 +96,7 @@ func (k *Kubelet) Register(ctx context.Context) (*NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(res.Node)
+	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(ctx, res.Node)
 	res.Took = time.Since(start)
 	return res, nil
 }
@@ -108,7 +109,7 @@ func (k *Kubelet) Heartbeat(ctx context.Context) (*NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(res.Node)
+	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(ctx, res.Node)
 	res.Heartbeat, res.Took = true, time.Since(start)
 	return res, nil
 }

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -60,23 +59,6 @@ func (l Layout) PodDir(uid types.UID) string { return l.Node.PodDir(string(uid))
 // EmptyDir is the directory of an emptyDir volume.
 func (l Layout) EmptyDir(uid types.UID, volume string) string {
 	return l.Node.EmptyDir(string(uid), volume)
-}
-
-// runtime is the node's runc, with the given binary. Its CgroupParent is
-// empty: deleting a container removes only the container's own cgroup; the
-// pod's cgroup and the QoS tiers are the kubelet's, which removes the pod's
-// when the pod goes (removePodCgroups) and keeps the tiers.
-func (l Layout) runtime(binary string) *runc.Runtime {
-	r := l.Node.Runtime()
-	return &runc.Runtime{Binary: binary, Root: r.RuncRoot(), StateDir: r.Dir}
-}
-
-// handlerRuntime is the node's runtime of handler h: its binary and flags,
-// its own --root (runc's is RuncRoot), the node's containers/ as every
-// handler's (container IDs are unique on a node).
-func (l Layout) handlerRuntime(h runc.Handler) *runc.Runtime {
-	r := l.Node.Runtime()
-	return runc.NewRuntime(h, r.HandlerRoot(h.Name), r.Dir)
 }
 
 // SandboxRecord is where a pod's sandbox records its runtime handler.

@@ -3,7 +3,6 @@ package kubelet_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -174,19 +173,28 @@ func TestKubelet_CleanupOrphans(t *testing.T) {
 	if _, err := c.admin.Delete(ctx, "pods", "default", "orphan", apiserver.DeleteOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	layout := c.kubelet.Layout()
-	id := kubelet.ContainerID(pod, "web", 0)
-	if _, err := os.Stat(filepath.Join(layout.RuncRoot(), id)); err != nil {
-		t.Fatalf("the container should still be there: %v", err)
+	ctrs := c.containersOf(t, pod.UID)
+	if len(ctrs) != 1 {
+		t.Fatalf("the container should still be there: %v", ctrs)
 	}
+	in := c.inspect(t, ctrs[0].Id)
+	sb := c.sandboxOf(t, pod.UID)
+	// Another pod, still known, keeps everything.
+	keep := c.create(t, helloPod(t, "keep"))
+	c.syncUntil(t, "keep", 10*time.Second, "Running", running)
 	if err := c.kubelet.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{filepath.Join(layout.RuncRoot(), id), layout.ContainersDir() + "/" + id,
-		layout.PodBundles(pod.UID), layout.NamespacePath("net", pod.UID), layout.PodDir(pod.UID)} {
+	if n, m := len(c.sandboxesOf(t, pod.UID)), len(c.containersOf(t, pod.UID)); n+m != 0 {
+		t.Errorf("the runtime still has %d sandboxes and %d containers of the orphan", n, m)
+	}
+	for _, p := range []string{in.Info.Bundle, in.Info.RuncState, sb.Info.Namespaces["net"], sb.Info.PodDir} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", p, err)
 		}
+	}
+	if len(c.sandboxesOf(t, keep.UID)) != 1 || len(c.containersOf(t, keep.UID)) != 1 {
+		t.Errorf("the cleanup touched the pod the API server still has")
 	}
 	found := false
 	for _, r := range c.stageReports() {
