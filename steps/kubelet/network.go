@@ -64,14 +64,15 @@ func (k *Kubelet) UpdateRuntimeConfig(ctx context.Context, node *corev1.Node) (*
 // a note, the first time only, when the Node has none (the pod then gets
 // lo alone).
 func (k *Kubelet) ensurePodCIDR(ctx context.Context) (*RuntimeConfig, string, error) {
+	node := &corev1.Node{} // not registered (a stage run by hand): no pod CIDR
 	obj, err := k.client.Get(ctx, "nodes", "", k.node)
-	if apierrors.IsNotFound(err) {
-		return nil, "", nil // not registered (a stage run by hand): no pod CIDR
-	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, "", fmt.Errorf("reading node %s for its pod CIDR: %w", k.node, err)
 	}
-	rc, err := k.UpdateRuntimeConfig(ctx, obj.(*corev1.Node))
+	if err == nil {
+		node = obj.(*corev1.Node)
+	}
+	rc, err := k.UpdateRuntimeConfig(ctx, node)
 	if err != nil {
 		return nil, "", err
 	}

@@ -280,17 +280,18 @@ type containerInfo struct {
 	RuntimeSpec json.RawMessage `json:"runtimeSpec"`
 }
 
-// kubeletPodDir reports whether the kubelet's own directory of the pod
-// holds anything of the kubelet's: its volumes, subPath mounts or user
-// namespace record (the runtime keeps directories of its own there too,
-// named by sandbox id, never by a pod's uid).
+// kubeletPodDir reports whether the kubelet has files of the pod: in its
+// pod directory, its volumes, subPath mounts or user namespace record (the
+// runtime keeps directories of its own there too, named by sandbox id,
+// never by a pod's uid); its log directory.
 func (k *Kubelet) kubeletPodDir(uid types.UID) bool {
 	for _, p := range []string{filepath.Join(k.layout.PodDir(uid), "volumes"), k.layout.SubPathsDir(uid), k.layout.UserNamespaceFile(uid)} {
 		if _, err := os.Lstat(p); err == nil {
 			return true
 		}
 	}
-	return false
+	logs, _ := filepath.Glob(filepath.Join(k.layout.PodLogsDir(), "*_*_"+string(uid)))
+	return len(logs) > 0
 }
 
 // podHostname is the pod's hostname: spec.hostname, else the pod's name,

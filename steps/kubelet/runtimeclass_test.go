@@ -216,8 +216,8 @@ func TestKubelet_RuntimeClass_UnknownHandler(t *testing.T) {
 	pod := c.create(t, lost)
 
 	_, err := c.kubelet.SandboxStage(context.Background(), pod)
-	if err == nil || !strings.Contains(err.Error(), runc.ErrNoHandler.Error()) {
-		t.Fatalf("SandboxStage: %v, want the runtime's %v", err, runc.ErrNoHandler)
+	if err == nil || !strings.Contains(err.Error(), `no runtime for "nope" is configured`) {
+		t.Fatalf("SandboxStage: %v, want the runtime's refusal of handler nope", err)
 	}
 	const want = `Warning FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "nope" is configured`
 	if ev := c.events(t, pod); !hasEvent(ev, want) {

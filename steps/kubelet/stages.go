@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -681,6 +682,17 @@ func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveRe
 		} else {
 			res.Paths = append(res.Paths, p)
 		}
+	}
+	// The pod's logs go too, as the kubelet's container garbage collector
+	// removes the log directories of pods that are gone
+	// (<pod log root>/NAMESPACE_NAME_UID).
+	logs, _ := filepath.Glob(filepath.Join(k.layout.PodLogsDir(), "*_*_"+string(uid)))
+	for _, d := range logs {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("removing the logs of pod %s: %w", uid, err))
+			continue
+		}
+		res.Paths = append(res.Paths, d)
 	}
 	// The pod's record went with its directory: its machine-wide claim on
 	// the range (hostUsers: false) is freed.

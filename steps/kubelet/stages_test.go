@@ -62,7 +62,9 @@ func comparable(p *corev1.Pod) string {
 	}
 	for i := range s.ContainerStatuses {
 		cs := &s.ContainerStatuses[i]
-		cs.ContainerID = strings.ReplaceAll(cs.ContainerID, p.Name+"_default_"+string(p.UID), "POD")
+		if strings.HasPrefix(cs.ContainerID, "runc://") {
+			cs.ContainerID = "runc://ID" // the runtime's, random
+		}
 		if r := cs.State.Running; r != nil {
 			r.StartedAt = metav1.Time{}
 		}
@@ -258,6 +260,23 @@ func createAfterPull(t *testing.T, c *cluster, p *corev1.Pod) error {
 		t.Fatal(err)
 	}
 	_, err := c.kubelet.CreateStage(ctx, c.get(t, p.Name), "")
+	return err
+}
+
+// createAfterPullOf is createAfterPull with p, as given, handed to every
+// stage (a PodSpec the API server would not have let through).
+func createAfterPullOf(t *testing.T, c *cluster, p *corev1.Pod) error {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.kubelet.SandboxStage(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.kubelet.PullStage(ctx, p, ""); err != nil {
+		t.Fatal(err)
+	}
+	cur := c.get(t, p.Name)
+	cur.Spec = p.Spec
+	_, err := c.kubelet.CreateStage(ctx, cur, "")
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -395,6 +396,12 @@ func (k *Kubelet) cleanupOrphans(ctx context.Context, pods []*corev1.Pod) error 
 	for _, e := range ents {
 		if uid := types.UID(e.Name()); k.kubeletPodDir(uid) {
 			found[uid] = true
+		}
+	}
+	logs, _ := os.ReadDir(k.layout.PodLogsDir()) // NAMESPACE_NAME_UID
+	for _, e := range logs {
+		if f := strings.Split(e.Name(), "_"); len(f) == 3 && f[2] != "" {
+			found[types.UID(f[2])] = true
 		}
 	}
 	var errs []error
