@@ -27,7 +27,7 @@ var (
 	// ErrNoStage means a stage name that is none of the kubelet's: the
 	// error lists them (and, for unpack and spec, says the runtime does
 	// those inside CreateContainer).
-	ErrNoStage = errors.New("no such stage")
+	ErrNoStage = errors.New("no stage")
 
 	// ErrNoSandbox means a container stage needs the pod's sandbox (its
 	// network, IPC and UTS namespaces) and there is none yet.

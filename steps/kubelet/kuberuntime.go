@@ -16,7 +16,8 @@ package kubelet
 //	killPod            StopContainer (with the grace period), StopPodSandbox
 //	removePod          RemoveContainer, RemovePodSandbox
 //
-// The sync loop's stages move onto these one by one (HANDOFF.md).
+// The stages (stages.go) make these calls; startContainer and killPod are
+// the same calls in one piece, for the tests of this file.
 
 import (
 	"context"

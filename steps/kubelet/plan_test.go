@@ -149,7 +149,7 @@ func TestParseStage(t *testing.T) {
 		if !errors.Is(err, kubelet.ErrNoStage) {
 			t.Fatalf("ParseStage(%q): %v, want ErrNoStage", name, err)
 		}
-		for _, want := range []string{"CreateContainer", "--stage create", "podlab unpack", "podlab spec"} {
+		for _, want := range []string{"no stage", "CreateContainer", "--stage create", "podlab unpack", "podlab spec"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("ParseStage(%q): %q does not say %q", name, err, want)
 			}

@@ -83,7 +83,7 @@ func WriteReport(w io.Writer, r Report) {
 			if sb.Record != "" {
 				fmt.Fprintf(w, "    the runtime's record %s\n", sb.Record)
 			}
-			fmt.Fprintf(w, "    see it: podlab crictl inspectp %s\n", shortID(sb.ID))
+			fmt.Fprintf(w, "    see it: crictl inspectp %s\n", shortID(sb.ID))
 		}
 		rec = &res.Recording
 	case *PullResult:

@@ -72,7 +72,7 @@ func ParseStage(name string) (StageName, error) {
 	case StageSandbox, StagePull, StageCreate, StageStart, StageKill, StageRemove:
 		return n, nil
 	case "unpack", "spec":
-		return "", fmt.Errorf("%w: %q is no kubelet stage: the container runtime unpacks the image and writes the OCI spec inside CRI CreateContainer (--stage create); to do it by hand, outside any pod, see podlab unpack and podlab spec", ErrNoStage, name)
+		return "", fmt.Errorf("%w %q: the container runtime unpacks the image and writes the OCI spec inside CRI CreateContainer, the kubelet's create stage (podlab kubelet --pod POD --stage create, or podlab runc create --pod POD); by hand, outside any pod: podlab unpack and podlab spec", ErrNoStage, name)
 	}
 	return "", fmt.Errorf("%w %q: the stages are sandbox, pull, create, start, kill and remove", ErrNoStage, name)
 }
