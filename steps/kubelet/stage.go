@@ -60,7 +60,7 @@ func (n StageName) CRI() string {
 	case StageKill:
 		return "StopContainer"
 	case StageRemove:
-		return "RemoveContainer, RemovePodSandbox"
+		return "RemoveContainer, StopPodSandbox, RemovePodSandbox"
 	}
 	return ""
 }
