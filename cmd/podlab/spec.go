@@ -84,7 +84,7 @@ or in full:
 		&cli.StringFlag{Name: "seccomp-profile", Usage: "with --seccomp Localhost: the profile `FILE`, an OCI LinuxSeccomp in JSON"},
 		&cli.StringFlag{Name: "id", Usage: "container `ID` for runc and the cgroup /podlab-<hash>/ID (default: the bundle directory's name)"},
 		&cli.BoolFlag{Name: "explain", Usage: "explain what each part of the spec makes the kernel do"},
-		podFlag(), namespaceFlag(), containerFlag(),
+		insideCreateFlag(), namespaceFlag(), containerFlag(),
 	},
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {

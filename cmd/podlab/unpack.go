@@ -120,7 +120,7 @@ Examples:
 			Usage: "`native` (every layer applied into the bundle's own rootfs) or overlayfs (a snapshot per layer in <state-dir>/snapshots, the rootfs an overlay mount of them)",
 			Value: string(unpack.Native),
 		},
-		podFlag(), namespaceFlag(), containerFlag(),
+		insideCreateFlag(), namespaceFlag(), containerFlag(),
 	},
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {
