@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -340,22 +339,6 @@ func osImage() string {
 		}
 	}
 	return runtime.GOOS
-}
-
-// runtimeVersion is "1.5.3" from `runc --version` ("runc version 1.5.3").
-func runtimeVersion(bin string) string {
-	if bin == "" {
-		return "unknown"
-	}
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		return "unknown"
-	}
-	first, _, _ := strings.Cut(string(out), "\n")
-	if f := strings.Fields(first); len(f) >= 3 && f[1] == "version" {
-		return f[2]
-	}
-	return strings.TrimSpace(first)
 }
 
 // nodeIP is the InternalIP the kubelet reports: the address its API

@@ -2,8 +2,6 @@ package kubelet
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,9 +59,6 @@ func (l Layout) EmptyDir(uid types.UID, volume string) string {
 	return l.Node.EmptyDir(string(uid), volume)
 }
 
-// SandboxRecord is where a pod's sandbox records its runtime handler.
-func (l Layout) SandboxRecord(uid types.UID) string { return l.Node.SandboxRecord(string(uid)) }
-
 // SubPathsDir holds the bind mounts of a pod's volumeMounts with a subPath,
 // as /var/lib/kubelet/pods/<uid>/volume-subpaths.
 func (l Layout) SubPathsDir(uid types.UID) string { return l.Node.SubPathsDir(string(uid)) }
@@ -84,55 +79,6 @@ func (l Layout) NamespacePath(kind string, uid types.UID) string {
 
 // UserNamespaceFile is where the pod's range is recorded.
 func (l Layout) UserNamespaceFile(uid types.UID) string { return l.UsernsRecord(string(uid)) }
-
-// ContainerID is the runtime's name for a container of a pod, one per
-// restart: k8s_<container>_<pod>_<namespace>_<pod-uid>_<restartCount>.
-// Container, pod and namespace names cannot hold '_', so the ID splits back
-// (see ParseContainerID). The ID names directories (runc's state, the
-// cgroup), which hold at most 255 bytes: a pod name longer than
-// maxPodNameInID is cut there (the uid still tells pods apart).
-func ContainerID(pod *corev1.Pod, container string, restartCount int) string {
-	name := pod.Name
-	if len(name) > maxPodNameInID {
-		name = strings.TrimRight(name[:maxPodNameInID], "-.")
-	}
-	return fmt.Sprintf("k8s_%s_%s_%s_%s_%d", container, name, pod.Namespace, pod.UID, restartCount)
-}
-
-// maxPodNameInID keeps a container ID under 255 bytes: "k8s_", a
-// container name and a namespace of at most 63, a uid of 36, the count.
-const maxPodNameInID = 60
-
-// ContainerName is what a container ID says about its pod and container.
-type ContainerName struct {
-	Container, Pod, Namespace string
-	UID                       types.UID
-	RestartCount              int
-}
-
-// ParseContainerID splits an ID made by ContainerID; ok is false for any
-// other name (a container podlab's kubelet did not make).
-func ParseContainerID(id string) (ContainerName, bool) {
-	f := strings.Split(id, "_")
-	if len(f) != 6 || f[0] != "k8s" {
-		return ContainerName{}, false
-	}
-	n, err := strconv.Atoi(f[5])
-	if err != nil || n < 0 {
-		return ContainerName{}, false
-	}
-	return ContainerName{Container: f[1], Pod: f[2], Namespace: f[3], UID: types.UID(f[4]), RestartCount: n}, true
-}
-
-// CgroupsPath is a container's cgroup, under its pod's (PodCgroupPath):
-// <node cgroup root>/kubepods/[burstable/|besteffort/]pod<uid>/<container-id>.
-func (l Layout) CgroupsPath(pod *corev1.Pod, containerID string) (string, error) {
-	p, err := l.PodCgroupPath(pod)
-	if err != nil {
-		return "", err
-	}
-	return p + "/" + containerID, nil
-}
 
 // RuntimeContainerID is the status's containerID: runc://<id>, as
 // containerd's is containerd://<id>.

@@ -111,30 +111,6 @@ func TestNextStage(t *testing.T) {
 	}
 }
 
-// TestContainerID: IDs split back into what they name; other names do not.
-func TestContainerID(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f", Namespace: "team-a", UID: "0f19-ab"}}
-	id := kubelet.ContainerID(pod, "side-car", 3)
-	if id != "k8s_side-car_web-7d9f_team-a_0f19-ab_3" {
-		t.Errorf("ContainerID: %s", id)
-	}
-	n, ok := kubelet.ParseContainerID(id)
-	if !ok || n.Container != "side-car" || n.Pod != "web-7d9f" || n.Namespace != "team-a" || n.UID != "0f19-ab" || n.RestartCount != 3 {
-		t.Errorf("ParseContainerID(%s) = %+v, %v", id, n, ok)
-	}
-	long := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("a", 253), Namespace: strings.Repeat("n", 63), UID: "0f1903e2-303f-48b8-a9f0-d410b14ce85b"}}
-	if id := kubelet.ContainerID(long, strings.Repeat("c", 63), 1000000); len(id) > 255 {
-		t.Errorf("a container ID of %d bytes cannot name a directory", len(id))
-	} else if n, ok := kubelet.ParseContainerID(id); !ok || n.UID != long.UID {
-		t.Errorf("ParseContainerID of a long ID: %+v, %v", n, ok)
-	}
-	for _, bad := range []string{"", "web", "k8s_a_b_c_d", "k8s_a_b_c_d_e", "k8s_a_b_c_d_-1", "docker_a_b_c_d_0", "k8s_a_b_c_d_0_x"} {
-		if _, ok := kubelet.ParseContainerID(bad); ok {
-			t.Errorf("ParseContainerID(%q) accepted", bad)
-		}
-	}
-}
-
 // TestParseStage: unpack and spec are no kubelet stages any more: the
 // error says the runtime does them inside CreateContainer and names the
 // by-hand commands and --stage create.
