@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/internal/cgroups"
+	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
