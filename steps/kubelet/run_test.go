@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/cri"
@@ -204,5 +207,57 @@ func TestKubelet_CleanupOrphans(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no report of the leftovers removed")
+	}
+}
+
+// TestKubelet_CleanupOrphans_ByLabel: a sandbox of the runtime's labelled
+// with the pod uid of a pod the API server does not have, made straight
+// over CRI (no file of the kubelet's says anything of it), is found by
+// ListPodSandbox and removed; a sandbox without the kubelet's label (one
+// crictl made) is not the kubelet's and stays, and its directories, named
+// by its sandbox id (pods/<id>, netns/<id>), are never taken for a pod's.
+func TestKubelet_CleanupOrphans_ByLabel(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	mk := func(name string, labels map[string]string) string {
+		t.Helper()
+		resp, err := c.cri.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: "uid-" + name},
+			Hostname: name, Labels: labels}})
+		if err != nil {
+			t.Fatalf("RunPodSandbox %s: %v", name, err)
+		}
+		return resp.PodSandboxId
+	}
+	orphan := mk("orphan", map[string]string{kubelet.LabelPodUID: "uid-orphan"})
+	other := mk("other", nil)
+	t.Cleanup(func() {
+		c.cri.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: other})
+		c.cri.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: other})
+	})
+	if err := c.kubelet.CleanupOrphans(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sbs := c.sandboxesOf(t, "uid-orphan"); len(sbs) != 0 {
+		t.Errorf("the orphan's sandbox %s is still there: %v", orphan, sbs)
+	}
+	if _, err := c.cri.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: other}); err != nil {
+		t.Errorf("the unlabelled sandbox %s went: %v", other, err)
+	}
+	removed := false
+	for _, r := range c.stageReports() {
+		rr, ok := r.Result.(*kubelet.RemoveResult)
+		if !ok {
+			continue
+		}
+		switch rr.UID {
+		case "uid-orphan":
+			removed = slices.Contains(rr.Sandboxes, orphan)
+		case types.UID(other), types.UID(orphan):
+			t.Errorf("a sandbox id was taken for a pod uid: %+v", rr)
+		}
+	}
+	if !removed {
+		t.Errorf("no report of the orphan's sandbox %s removed", orphan)
 	}
 }
