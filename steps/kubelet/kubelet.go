@@ -34,7 +34,8 @@ type Config struct {
 	// --container-runtime-endpoint and --image-service-endpoint reach it
 	// (ConnectRuntime): the node's status comes from it (Version for
 	// nodeInfo.containerRuntimeVersion, Status for the Ready condition,
-	// ListImages for status.images). Required; the caller closes it.
+	// ListImages for status.images), and every pod stage is calls to it
+	// (stages.go). Required; the caller closes it.
 	CRI *criremote.Client
 	// ImageBackOff and MaxImageBackOff bound the delay between pulls (and
 	// other failed stages) of a container; CrashBackOff and
