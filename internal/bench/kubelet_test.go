@@ -209,16 +209,30 @@ func BenchmarkPodStartup(b *testing.B) {
 			round[what] += took - rec.Took
 			round["status"] += rec.Took
 		}
+		// Each stage gets the pod as the kubelet's watch delivers it after
+		// the stage before (its status says what was done: the pull for
+		// this run), as the sync loop's pod worker does.
+		latest := func() *corev1.Pod {
+			p, err := f.kubelet.Pod(ctx, "default", name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return p
+		}
 		sb, err := f.kubelet.SandboxStage(ctx, pod)
+		mustStage(b, "sandbox", sb, err)
 		stage("sandbox", sb.Took, sb.Recording, err)
-		pr, err := f.kubelet.PullStage(ctx, pod, "web")
+		pr, err := f.kubelet.PullStage(ctx, latest(), "web")
+		mustStage(b, "pull-check", pr, err)
 		stage("pull-check", pr.Took, pr.Recording, err)
 		if pr.Pulled {
 			b.Fatalf("the image was pulled again; it should be cached")
 		}
-		cr, err := f.kubelet.CreateStage(ctx, pod, "web")
+		cr, err := f.kubelet.CreateStage(ctx, latest(), "web")
+		mustStage(b, "create", cr, err)
 		stage("create", cr.Took, cr.Recording, err)
-		st, err := f.kubelet.StartStage(ctx, pod, "web")
+		st, err := f.kubelet.StartStage(ctx, latest(), "web")
+		mustStage(b, "start", st, err)
 		stage("start", st.Took, st.Recording, err)
 		total := time.Since(start)
 		if st.Phase != corev1.PodRunning {
@@ -325,4 +339,13 @@ func medianDuration(ds []time.Duration) time.Duration {
 		return (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
 	return s[len(s)/2]
+}
+
+// mustStage stops the benchmark at a stage that failed (its result may be
+// nil then).
+func mustStage[T any](b *testing.B, what string, res *T, err error) {
+	b.Helper()
+	if err != nil || res == nil {
+		b.Fatalf("%s: %v", what, err)
+	}
 }
