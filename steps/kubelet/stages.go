@@ -420,7 +420,10 @@ func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container st
 		return nil, fmt.Errorf("%w: pod %s: the sandbox stage comes before its containers", ErrNoSandbox, podKey(pod))
 	}
 	if !pulled(pod, t.cs) {
-		return nil, fmt.Errorf("%w: container %s: the pull stage comes first (the runtime's ImageStatus, for restart %d)", ErrOutOfOrder, t.c.Name, t.restart)
+		// The status records the pull; pod may be older than it.
+		if cur, err := k.fresh(ctx, pod); err != nil || cur == nil || !pulled(cur, t.cs) {
+			return nil, fmt.Errorf("%w: container %s: the pull stage comes first (the runtime's ImageStatus, for restart %d)", ErrOutOfOrder, t.c.Name, t.restart)
+		}
 	}
 	res.SandboxID, res.Handler = sb.ID, sb.Handler
 	if len(pod.Spec.InitContainers) > 0 {
