@@ -9,19 +9,10 @@ import (
 	"github.com/podlab/podlab/steps/statedir"
 )
 
-// Annotations on a container's config.json, with the names the kubelet gives
-// its containers' labels: they tie the bundle to the pod and to the restart
-// it was written for.
-const (
-	AnnotationPodName      = "io.kubernetes.pod.name"
-	AnnotationPodNamespace = "io.kubernetes.pod.namespace"
-	AnnotationPodUID       = "io.kubernetes.pod.uid"
-	AnnotationContainer    = "io.kubernetes.container.name"
-	AnnotationRestartCount = "io.kubernetes.container.restartCount"
-	// AnnotationImageID is the image the bundle was unpacked from
-	// (repository@digest), reported as the container's imageID.
-	AnnotationImageID = "io.podlab.image.id"
-)
+// AnnotationRestartCount is the container config's annotation with the
+// restart count, as the kubelet writes it (the metadata's attempt says the
+// same to the runtime).
+const AnnotationRestartCount = "io.kubernetes.container.restartCount"
 
 // NodeLayout is the layout of node's runtime under the state directory
 // stateDir (made absolute, so the cgroup root does not depend on the
@@ -34,21 +25,15 @@ func NodeLayout(stateDir, node string) (Layout, error) {
 	return Layout{Node: l.Node(node), Claims: statedir.MachineUsernsClaims()}, nil
 }
 
-// Layout is where a node's runtime keeps its files and cgroups (see the
-// package doc and steps/statedir); the kubelet adds pod-shaped helpers.
+// Layout is the node's directory (steps/statedir): the kubelet's own files
+// in it (pods/<uid>: volumes, subPath mounts, the user namespace record;
+// logs/pods; seccomp/) and its cgroup root; the runtime's files are the
+// runtime's, and the kubelet learns them over CRI.
 type Layout struct {
 	statedir.Node
 	// Claims are the machine-wide claims on user namespace ranges
 	// (statedir.MachineUsernsClaims; another directory only in tests).
 	Claims statedir.UsernsClaims
-}
-
-// PodBundles is the directory of a pod's bundles.
-func (l Layout) PodBundles(uid types.UID) string { return l.Node.PodBundles(string(uid)) }
-
-// Bundle is the bundle of one of a pod's containers.
-func (l Layout) Bundle(uid types.UID, container string) string {
-	return l.Node.Bundle(string(uid), container)
 }
 
 // PodDir holds a pod's volumes, as /var/lib/kubelet/pods/<uid>.
@@ -68,13 +53,6 @@ func (l Layout) SubPathsDir(uid types.UID) string { return l.Node.SubPathsDir(st
 // this path, never the volume's own path joined with the subPath.
 func (l Layout) SubPath(uid types.UID, volume, container string, index int) string {
 	return l.Node.SubPath(string(uid), volume, container, index)
-}
-
-// NamespacePath is the bind mount that pins one of a pod's namespaces: kind
-// is user (hostUsers: false), net, ipc or uts; the kubelet's own sandbox
-// pins no pid namespace, the CRI runtime's may (statedir.NamespaceKinds).
-func (l Layout) NamespacePath(kind string, uid types.UID) string {
-	return l.NamespaceFile(kind, string(uid))
 }
 
 // UserNamespaceFile is where the pod's range is recorded.

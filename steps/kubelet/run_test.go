@@ -108,9 +108,8 @@ func TestKubelet_Run(t *testing.T) {
 		_, err := c.admin.Get(context.Background(), "pods", "default", "served")
 		return apierrors.IsNotFound(err)
 	})
-	waitFor(t, 5*time.Second, "nothing left on the node", func() bool {
-		_, err := os.Stat(c.kubelet.Layout().PodBundles(served.UID))
-		return os.IsNotExist(err)
+	waitFor(t, 5*time.Second, "nothing left in the node's runtime", func() bool {
+		return len(c.sandboxesOf(t, served.UID))+len(c.containersOf(t, served.UID)) == 0
 	})
 }
 
