@@ -507,6 +507,12 @@ func podFlag() cli.Flag {
 	return &cli.StringFlag{Name: "pod", Usage: "do this stage for `POD` as its node's kubelet would, and record it in the pod's status"}
 }
 
+// insideCreateFlag is --pod of unpack and spec: no kubelet stage any more,
+// the runtime does it inside CRI CreateContainer; the flag says so.
+func insideCreateFlag() cli.Flag {
+	return &cli.StringFlag{Name: "pod", Usage: "no kubelet stage: for `POD`, the runtime does this inside CRI CreateContainer (podlab runc create --pod POD, or podlab kubelet --pod POD --stage create); the command says so"}
+}
+
 func containerFlag() cli.Flag {
 	return &cli.StringFlag{Name: "container", Aliases: []string{"c"}, Usage: "with --pod: the container (default: the one whose stage this is)"}
 }

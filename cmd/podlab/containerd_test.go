@@ -122,8 +122,7 @@ func startLabContainerd(t *testing.T, state, runc string) (*exec.Cmd, *strings.B
 // The kubelet is a CRI client of whatever answers on
 // --container-runtime-endpoint: pointed at the lab containerd (Debian's
 // 1.6, whose CRI plugin speaks v1), it registers its Node with
-// containerd's version and starts no runtime of podlab's, and says that
-// only the node's status and images come from that endpoint yet.
+// containerd's version and starts no runtime of podlab's.
 func TestKubelet_ContainerdEndpoint(t *testing.T) {
 	testenv.RequireRoot(t)
 	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
@@ -132,7 +131,7 @@ func TestKubelet_ContainerdEndpoint(t *testing.T) {
 	startLabContainerd(t, state, testenv.Runc(t))
 	sock := statedir.Layout{Dir: state}.Containerd().Socket()
 	out := mustKubeletApp(t, state, "kubelet", "--container-runtime-endpoint", "unix://"+sock, "--once")
-	for _, want := range []string{"runtime: containerd ", " on unix://" + sock, "only the node's status and its images come from unix://" + sock} {
+	for _, want := range []string{"runtime: containerd ", " on unix://" + sock} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubelet --container-runtime-endpoint (containerd) does not say %q:\n%s", want, out)
 		}

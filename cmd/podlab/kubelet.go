@@ -70,9 +70,10 @@ NAME" (with its --runtime, --runtime-handler, --registry-mirror and
 containerd outlives a kubelet restart: its log is nodes/NAME/runtime.log,
 podlab reset stops it. Another endpoint nothing answers on is an error
 saying how to start a runtime there. With -v every CRI call is printed
-with its request and response, as crictl would show them. (The node's
-status comes over CRI today; the pod stages below still call podlab's
-runtime packages in-process, moving onto CRI next.)
+with its request and response, as crictl would show them. Everything of
+the node's and of its pods goes over CRI: the kubelet finds a pod's
+sandboxes and containers by the labels it put on them
+(io.kubernetes.pod.uid), and keeps nothing of the runtime's itself.
 
 LEASE. Running, it also keeps the Lease kube-node-lease/NAME (holder NAME,
 leaseDurationSeconds 40, owned by its Node) and renews its renewTime every
@@ -86,40 +87,36 @@ WATCH (step 6). An informer lists and watches the pods with the field
 selector spec.nodeName=NAME: the scheduler's Binding is how a pod reaches
 its kubelet.
 
-SYNC (steps 7-13). For each pod, what the kubelet's syncPod asks of the CRI
-runtime (podlab calls its runtime packages in-process):
+SYNC (steps 7-13). For each pod, what the kubelet's syncPod asks of its CRI
+runtime, each stage the kubelet's own preparations, then CRI calls:
   sandbox   first the pod's cgroup in its QoS tier, as the kubelet's
             cgroupfs driver lays them out: kubepods/pod<uid> (Guaranteed),
             kubepods/burstable/pod<uid>, kubepods/besteffort/pod<uid>, with
             cpu.shares from the requests (besteffort: 2; v2: cpu.weight) and
-            the pod's memory and cpu limits when every container has one.
-            Then RunPodSandbox: the pod's network, IPC and UTS namespaces, made
-            in a thread that unshares them and pinned by bind mounts under
-            <node>/netns, ipcns, utsns (as CRI-O's pinns); lo is up, the
-            hostname is the pod's name. Every container of the pod joins them.
-            hostUsers: false adds a user namespace that owns the others, with
-            a range of 65,536 host ids of the pod's own (<node>/userns, the
-            range in <node>/pods/<uid>/userns): its root is root only inside.
-            The runtime then attaches the network namespace to the pod
-            network through CNI (ADD: a veth eth0 on the node's bridge, an IP
-            from the node's spec.podCIDR by host-local, hostPorts by portmap),
-            once the node has a pod CIDR (podlab controller-manager
-            --allocate-node-cidrs): the kubelet hands it to the runtime, which
-            writes <node>/cni/net.d/10-podlab.conflist. The IP becomes
-            status.podIP (kubectl get pods -o wide); the CNI result JSON is
-            <node>/cni/cache/results/podlab-<pod-uid>-eth0. A failed ADD is
-            undone and recorded as the event FailedCreatePodSandBox.
-  pull      PullImage, as imagePullPolicy says (Always, IfNotPresent, Never),
-            into the node's own content store. Events Pulling, Pulled.
-  unpack    the image's layers into <node>/bundles/<pod-uid>/<container>/rootfs
-  spec      config.json from the PodSpec: command/args, env, workingDir,
-            resources.limits, securityContext, the sandbox's namespaces,
-            cgroupsPath /podlab-<hash>/nodes/<node>/kubepods/<qos>/pod<uid>/<container-id>,
-            oom_score_adj from the QoS class (Guaranteed -997, BestEffort
-            1000, Burstable 3..999 from its memory request); one the kernel
-            would refuse (below the kubelet's own without CAP_SYS_RESOURCE)
-            is raised to what it allows, and the output says so.
-  create    CreateContainer: a shim runs runc create. Event Created.
+            the pod's memory and cpu limits when every container has one;
+            for hostUsers: false a range of 65,536 host ids of the pod's own
+            (recorded in <node>/pods/<uid>/userns); the node's pod CIDR
+            handed to the runtime (UpdateRuntimeConfig) once the node has
+            one (podlab controller-manager --allocate-node-cidrs). Then
+            RunPodSandbox with that cgroup as cgroup_parent: the runtime
+            makes and pins the pod's network, IPC and UTS namespaces (and
+            the user namespace that owns them), attaches the network through
+            CNI (a veth eth0 on the node's bridge, an IP from the pod CIDR,
+            hostPorts by portmap) and answers the IP in PodSandboxStatus: it
+            becomes status.podIP. A failure is the event
+            FailedCreatePodSandBox with the runtime's error.
+  pull      ImageStatus, then PullImage as imagePullPolicy says (Always,
+            IfNotPresent, Never), into the runtime's content store. Events
+            Pulling, Pulled.
+  create    the kubelet resolves env (downward API, $(VAR)), makes the
+            volumes (emptyDir, subPath bind mounts), works out oom_score_adj
+            from the QoS class (Guaranteed -997, BestEffort 1000, Burstable
+            3..999), and sends the ContainerConfig: CreateContainer. The
+            runtime unpacks the image into bundles/<sandbox-id>/<container-id>,
+            writes its config.json and has a shim run runc create; its log
+            goes to <node>/logs/pods/<ns>_<pod>_<uid>/<container>/<N>.log.
+            Event Created. (Unpack and spec are no kubelet stages: podlab
+            unpack and podlab spec do them by hand, outside any pod.)
   start     StartContainer: runc start. Event Started.
 
 STATUS (steps 14-16). Pending with ContainerCreating, then Running with the
@@ -146,13 +143,15 @@ default, for a pod with no RuntimeClass), runsc (gVisor, Debian's runsc)
 and crun (Debian's crun; it refuses hosts with hybrid cgroups, and the
 event says so); --runtime-handler NAME=PATH adds one or points one
 elsewhere. An unknown handler fails RunPodSandbox with containerd's "no
-runtime for NAME is configured", and nothing is made. The sandbox records
-its handler (pods/<uid>/sandbox.json); every container of the pod runs with
-it, under its own --root (<node>/runtimes/<handler>; runc's is <node>/runc).
+runtime for NAME is configured", and nothing is made. The runtime keeps
+the handler with the sandbox (PodSandboxStatus.runtime_handler); every
+container of the pod runs with it, under its own --root.
 
-DELETION. A pod with a deletionTimestamp is stopped (SIGTERM, the grace
-period, SIGKILL; event Killing), its containers, bundles, cgroups and
-namespace mounts removed, then it is deleted with a grace period of 0.
+DELETION. A pod with a deletionTimestamp is stopped (event Killing;
+StopContainer with the grace period: the runtime sends SIGTERM, waits,
+then SIGKILL; then StopPodSandbox), removed (RemoveContainer,
+RemovePodSandbox; then the kubelet's pod cgroup, volumes, logs and user
+namespace range), then deleted with a grace period of 0.
 
 ITS OWN API (--port, --address). While it runs, the kubelet serves HTTPS
 on 127.0.0.1:10250 (another free port when 10250 is taken, as on a machine
@@ -173,20 +172,19 @@ its own: its kubelet re-executes itself inside the node's network namespace
 gateway (its kubeconfig says so), reports its lab address as InternalIP and
 serves its API there (--address defaults to it).
 
-Every node of podlab's cluster is on this host; each kubelet keeps its own
-runtime in <state-dir>/nodes/NAME/ (content/, bundles/, runc/, containers/,
-netns/, ipcns/, utsns/, pods/), so nodes share nothing but the API server.
+Every node of podlab's cluster is on this host; each node's runtime keeps
+its files in <state-dir>/nodes/NAME/ (content/, bundles/, runc/, netns/,
+ipcns/, utsns/, pods/, logs/), so nodes share nothing but the API server.
 
   --once    register, sync every pod once, watch what started for a second,
             and exit
   --next    for each pod of the node, the stage that comes next and the
             command that does it by hand
   --pod NAME --stage STAGE
-            run one stage (sandbox, pull, unpack, spec, create, start, kill,
-            remove) for one pod, exactly as the sync loop would
+            run one stage (sandbox, pull, create, start, kill, remove) for one
+            pod, exactly as the sync loop would
 
-Without them it runs until Ctrl-C. --debug prints every runc command line
-the kubelet's runtime runs.
+Without them it runs until Ctrl-C. -v prints every CRI call.
 
 Its requests go out at most 50 a second after a burst of 100
 (--kube-api-qps, --kube-api-burst: the kubelet's kubeAPIQPS and
@@ -203,7 +201,7 @@ Examples:
 		&cli.BoolFlag{Name: "once", Usage: "sync every pod of the node once, then exit"},
 		&cli.BoolFlag{Name: "next", Usage: "print the next stage of each pod of the node, and the command that does it"},
 		&cli.StringFlag{Name: "pod", Usage: "with --stage: the pod to run one stage for"},
-		&cli.StringFlag{Name: "stage", Usage: "with --pod: sandbox, pull, unpack, spec, create, start, kill or remove"},
+		&cli.StringFlag{Name: "stage", Usage: "with --pod: sandbox, pull, create, start, kill or remove"},
 		&cli.StringFlag{Name: "container", Aliases: []string{"c"}, Usage: "with --stage: the container (default: the one whose stage it is)"},
 		namespaceFlag(),
 		&cli.StringFlag{
@@ -400,12 +398,8 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 	if err != nil {
 		return nil, nil, err
 	}
-	handlers, err := runtimeHandlers(bin, c.StringSlice("runtime-handler"))
-	if err != nil {
-		return nil, nil, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
+	// the runtime's handlers, checked before it is started with them
+	if _, err := runtimeHandlers(bin, c.StringSlice("runtime-handler")); err != nil {
 		return nil, nil, err
 	}
 	w := c.App.Writer
@@ -422,9 +416,6 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		StateDir: dir,
 		Client:   client,
 		CRI:      conn.Client,
-		Runtime:  bin,
-		Handlers: handlers,
-		Shim:     runc.ShimCommand(exe),
 		// Only the kubelet command has the flag; the stage commands
 		// (podlab spec --pod) run with Kubernetes' default.
 		SeccompDefault: c.Bool("seccomp-default"),
@@ -435,9 +426,6 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		OnLease:        func(r *kubelet.LeaseResult, err error) { printLeaseResult(w, r, err) },
 		// Only the kubelet command has the flag (0 elsewhere: the default).
 		NodeLeaseDuration: time.Duration(c.Int("node-lease-duration-seconds")) * time.Second,
-	}
-	if c.Bool("debug") {
-		cfg.OnCommand = traceTo(w)
 	}
 	if k, err = kubelet.New(cfg); err != nil {
 		conn.Client.Close()
@@ -492,18 +480,20 @@ func connectRuntime(c *cli.Context, dir, node, bin, mirror string) (*kubelet.Run
 	} else if c.Bool("v") || endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
 		fmt.Fprintf(w, "runtime: %s on %s\n", conn.Version, endpoint)
 	}
-	if endpoint != kubelet.DefaultRuntimeEndpoint(rc.Node) {
-		fmt.Fprintf(w, "runtime: only the node's status and its images come from %s yet; the other pod stages still run podlab's runtime in-process, in %s, which cannot read that runtime's images (a pod stops at unpack)\n", endpoint, rc.Node.Dir)
-	}
 	return conn, nil
 }
 
 // runPodStage runs one stage of the pod --pod names (in -n), on the node
 // its spec.nodeName says, as that node's kubelet, and prints it with what
-// comes next: what `podlab pull|unpack|spec --pod NAME` and `podlab runc
+// comes next: what `podlab pull --pod NAME` and `podlab runc
 // create|start|kill|delete --pod NAME` do. It reads -c/--container,
 // --registry-mirror, --insecure and --runtime where the command has them.
+// `podlab unpack|spec --pod NAME` have no kubelet stage: ParseStage's
+// error says so, naming --stage create.
 func runPodStage(c *cli.Context, stage kubelet.StageName) error {
+	if _, err := kubelet.ParseStage(string(stage)); err != nil {
+		return fmt.Errorf("%s --pod %s: %w", c.Command.Name, c.String("pod"), err)
+	}
 	admin, err := componentClient(c, "admin", false)
 	if err != nil {
 		return err
@@ -551,7 +541,7 @@ func runStageOf(c *cli.Context, k *kubelet.Kubelet, pod *corev1.Pod, stage kubel
 		return err
 	}
 	if p, err := k.Pod(c.Context, pod.Namespace, pod.Name); err == nil {
-		if st, err := k.Observe(p); err == nil {
+		if st, err := k.Observe(c.Context, p); err == nil {
 			printNextStage(c.App.Writer, k, p, kubelet.NextStage(p, st))
 		}
 	}
@@ -570,7 +560,7 @@ func printNext(ctx context.Context, w io.Writer, k *kubelet.Kubelet) error {
 		return nil
 	}
 	for _, p := range pods {
-		st, err := k.Observe(p)
+		st, err := k.Observe(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -617,8 +607,6 @@ func stageCommand(node string, p *corev1.Pod, s kubelet.Stage) (string, string) 
 	same := fmt.Sprintf("podlab kubelet --node %s --pod %s --stage %s%s", node, p.Name, s.Name, flags)
 	by := map[kubelet.StageName]string{
 		kubelet.StagePull:   "podlab pull",
-		kubelet.StageUnpack: "podlab unpack",
-		kubelet.StageSpec:   "podlab spec",
 		kubelet.StageCreate: "podlab runc create",
 		kubelet.StageStart:  "podlab runc start",
 		kubelet.StageKill:   "podlab runc kill",

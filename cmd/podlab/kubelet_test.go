@@ -101,14 +101,25 @@ func TestKubeletCommand(t *testing.T) {
 	out = mustKubeletApp(t, state, "kubelet", "--pod", "web", "--stage", "sandbox")
 	nodeDir := statedir.Layout{Dir: state}.Node("node-1").Dir
 	for _, want := range []string{
-		"pod default/web: RunPodSandbox: namespaces unshared and pinned, hostname \"web\"",
-		filepath.Join(nodeDir, "netns") + "/",
+		"pod default/web: RunPodSandbox: sandbox ",
+		`hostname "web"`,
+		"    net  " + filepath.Join(nodeDir, "netns") + "/",
+		"the runtime's record " + filepath.Join(nodeDir, "cri") + "/",
 		"next: pull (PullImage) for container app",
 		"by hand: podlab pull --pod web",
 		"(the same: podlab kubelet --node node-1 --pod web --stage pull)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubelet --stage sandbox does not say %q:\n%s", want, out)
+		}
+	}
+
+	// unpack and spec are no kubelet stages: the runtime does them inside
+	// CreateContainer, and --pod says so.
+	for _, cmd := range []string{"unpack", "spec"} {
+		_, err := kubeletApp(t, state, cmd, "--pod", "web")
+		if err == nil || !strings.Contains(err.Error(), "CreateContainer") || !strings.Contains(err.Error(), "--stage create") {
+			t.Errorf("podlab %s --pod web: %v, want an error saying the runtime does it inside CreateContainer (--stage create)", cmd, err)
 		}
 	}
 
@@ -121,14 +132,15 @@ func TestKubeletCommand(t *testing.T) {
 	}{
 		// The kubelet's Pull stage asks the node's runtime: -v shows the
 		// CRI calls, each with its request and response.
-		{[]string{"-v", "pull", "--pod", "web"}, "pod default/web, container app: PullImage " + ref + " (imagePullPolicy IfNotPresent): pulled in ", "by hand: podlab unpack --pod web",
+		{[]string{"-v", "pull", "--pod", "web"}, "pod default/web, container app: PullImage " + ref + " (imagePullPolicy IfNotPresent): pulled in ", "by hand: podlab runc create --pod web",
 			[]string{"kubelet of node-1: asks its runtime on unix://" + statedir.Layout{Dir: state}.Node("node-1").CRISocket() + " over CRI: ImageStatus, then PullImage",
 				`CRI ImageStatus request: {image: {image: "` + ref + `"}}`, "CRI ImageStatus response (",
 				`CRI PullImage request: {image: {image: "` + ref + `"}`, `CRI PullImage response (`, `image_ref: "sha256:`}},
-		{[]string{"unpack", "--pod", "web"}, "rootfs " + filepath.Join(nodeDir, "bundles"), "by hand: podlab spec --pod web", nil},
-		{[]string{"spec", "--pod", "web"}, "config.json " + filepath.Join(nodeDir, "bundles"), "by hand: podlab runc create --pod web", nil},
-		{[]string{"runc", "create", "--pod", "web"}, "runc create: container k8s_app_web_default_", "by hand: podlab runc start --pod web", nil},
-		{[]string{"runc", "start", "--pod", "web"}, "StartContainer: container k8s_app_web_default_", "next: running for container app", nil},
+		// The runtime unpacks and writes the spec inside CreateContainer.
+		{[]string{"runc", "create", "--pod", "web"}, "pod default/web, container app: CreateContainer: container ", "by hand: podlab runc start --pod web",
+			[]string{"bundle    " + filepath.Join(nodeDir, "bundles") + "/", "config    " + filepath.Join(nodeDir, "bundles") + "/",
+				"/hello --listen :8080 in cgroup ", "log       " + filepath.Join(nodeDir, "logs", "pods", "default_web_")}},
+		{[]string{"runc", "start", "--pod", "web"}, "pod default/web, container app: StartContainer: container ", "next: running for container app", nil},
 	} {
 		out := mustPodlab(t, state, step.args...)
 		for _, want := range step.also {
@@ -149,11 +161,10 @@ func TestKubeletCommand(t *testing.T) {
 	for _, want := range []string{
 		"node node-1: registered Node (created): cpu ",
 		"KubeletReady",
-		"rootfs " + filepath.Join(nodeDir, "bundles"),
-		"config.json " + filepath.Join(nodeDir, "bundles"),
-		"runc create: container k8s_app_auto_default_",
-		"log       " + filepath.Join(nodeDir, "containers"),
-		"StartContainer: container k8s_app_auto_default_",
+		"pod default/auto, container app: CreateContainer: container ",
+		"bundle    " + filepath.Join(nodeDir, "bundles") + "/",
+		"log       " + filepath.Join(nodeDir, "logs", "pods", "default_auto_"),
+		"pod default/auto, container app: StartContainer: container ",
 		"event Normal Started: Started container app",
 		"status: Running",
 	} {
@@ -183,10 +194,12 @@ func TestKubeletCommand(t *testing.T) {
 	t.Logf("podlab kubelet --once, after the delete:\n%s", out)
 	for _, want := range []string{
 		"StopContainer: grace period",
-		"app: SIGTERM, exited with code 0",
+		"app: StopContainer (timeout 30s), exited with code 0",
+		"StopPodSandbox ",
 		"event Normal Killing: Stopping container app",
-		"runc delete k8s_app_web_default_",
-		"removed " + filepath.Join(nodeDir, "netns"),
+		"RemoveContainer ",
+		"RemovePodSandbox ",
+		"removed " + filepath.Join(nodeDir, "logs", "pods", "default_web_"),
 		"deleted the pod from the API server (grace period 0)",
 	} {
 		if !strings.Contains(out, want) {
@@ -233,7 +246,9 @@ func TestKubeletCommand_BadInputs(t *testing.T) {
 		{"an image endpoint nothing answers on", []string{"kubelet", "--image-service-endpoint", "unix:///nonexistent/image.sock", "--once"},
 			"(--image-service-endpoint unix:///nonexistent/image.sock)"},
 		{"a tcp runtime endpoint", []string{"kubelet", "--container-runtime-endpoint", "tcp://127.0.0.1:1", "--once"}, `scheme "tcp" is not supported`},
-		{"a stage of an unscheduled pod, by --pod", []string{"unpack", "--pod", "web"}, "pod web is not scheduled yet"},
+		{"a stage of an unscheduled pod, by --pod", []string{"pull", "--pod", "web"}, "pod web is not scheduled yet"},
+		{"unpack is the runtime's, by --pod", []string{"unpack", "--pod", "web"}, `no stage "unpack": the container runtime unpacks the image and writes the OCI spec inside CRI CreateContainer`},
+		{"spec is the runtime's, by --pod", []string{"spec", "--pod", "web"}, `no stage "spec"`},
 		{"runc start of an unscheduled pod", []string{"runc", "start", "--pod", "web"}, "pod web is not scheduled yet"},
 		{"logs of nothing", []string{"logs"}, "logs needs one pod name"},
 		{"logs of an unscheduled pod", []string{"logs", "web"}, "not scheduled to a node yet"},

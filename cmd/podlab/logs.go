@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -37,10 +38,12 @@ fixed width, always nine digits:
 To see the lines as stored, read the file.
 
 podlab logs reads the pod through the API server, finds its node, and reads
-the container's log straight from that node's directory:
-<state-dir>/nodes/<node>/containers/<container-id>/container.log. -f follows
-it until the container exits (or Ctrl-C); --previous reads the run before a
-restart, which the kubelet keeps.
+the container's log straight from that node's directory, where the
+kubelet's container config told the runtime to write it:
+<state-dir>/nodes/<node>/logs/pods/<namespace>_<pod>_<uid>/<container>/<N>.log,
+N the restart count. -f follows it until the pod's status says the
+container exited (or Ctrl-C); --previous reads the run before a restart,
+which the kubelet keeps.
 
 Examples:
   podlab logs web
@@ -80,10 +83,36 @@ Examples:
 		}
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		_, err = kubelet.Logs(ctx, dir, pod, c.App.Writer, kubelet.LogsOptions{
+		opts := kubelet.LogsOptions{
 			Container: c.String("container"), Previous: c.Bool("previous"),
 			Follow: c.Bool("follow"), TimestampPrefix: c.Bool("timestamps"),
-		})
+		}
+		if opts.Follow {
+			// -f ends when the pod's status, as its kubelet reports it,
+			// says the run is over (or a later run's log appears).
+			name := opts.Container
+			if name == "" && len(pod.Spec.Containers) > 0 {
+				name = pod.Spec.Containers[0].Name
+			}
+			var last time.Time
+			opts.Exited = func(restart int) bool {
+				if time.Since(last) < time.Second {
+					return false
+				}
+				last = time.Now()
+				obj, err := s.client.Get(ctx, "pods", pod.Namespace, pod.Name)
+				if err != nil {
+					return true // gone
+				}
+				for _, cs := range obj.(*corev1.Pod).Status.ContainerStatuses {
+					if cs.Name == name {
+						return cs.State.Running == nil || int(cs.RestartCount) != restart
+					}
+				}
+				return false
+			}
+		}
+		_, err = kubelet.Logs(ctx, dir, pod, c.App.Writer, opts)
 		return err
 	},
 }

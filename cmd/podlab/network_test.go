@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/up"
 )
@@ -76,8 +81,8 @@ func TestPodNetwork_OverCNI(t *testing.T) {
 	}
 	node := l.Node("node-1")
 	for _, want := range []string{
-		fmt.Sprintf("node node-1: podCIDR %s handed to the runtime (UpdateRuntimeConfig): wrote %s/10-podlab.conflist", cidr, node.CNIConfDir()),
-		"the CNI result: cat " + node.CNICacheDir() + "/results/podlab-",
+		fmt.Sprintf("node node-1: podCIDR %s handed to the runtime (UpdateRuntimeConfig)", cidr),
+		"network: the runtime attached it (CNI ADD): IP " + ips["web-a"],
 	} {
 		if !strings.Contains(klog.String(), want) {
 			t.Errorf("the kubelet does not say %q:\n%s", want, klog.String())
@@ -86,9 +91,10 @@ func TestPodNetwork_OverCNI(t *testing.T) {
 
 	// web-a asks web-b over HTTP, by IP, from inside its network namespace.
 	uid := admin("get", "pod", "web-a", "-o", "jsonpath={.metadata.uid}")
+	sandbox, netns := sandboxOf(t, node, uid)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := up.DialInNetns(ctx, node.NamespaceFile("net", uid), "tcp", net.JoinHostPort(ips["web-b"], "8080"))
+	conn, err := up.DialInNetns(ctx, netns, "tcp", net.JoinHostPort(ips["web-b"], "8080"))
 	if err != nil {
 		t.Fatalf("web-a dialling web-b at %s: %v", ips["web-b"], err)
 	}
@@ -104,7 +110,7 @@ func TestPodNetwork_OverCNI(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "web-b") {
 		t.Errorf("web-b answered web-a %s:\n%s", resp.Status, body)
 	}
-	if _, err := os.Stat(node.CNICacheDir() + "/results/podlab-" + uid + "-eth0"); err != nil {
+	if _, err := os.Stat(node.CNICacheDir() + "/results/podlab-" + sandbox + "-eth0"); err != nil {
 		t.Errorf("web-a's CNI result JSON: %v", err)
 	}
 	if !regexp.MustCompile(`"bridge": "plb[0-9a-f]{8}"`).MatchString(readFile(t, node.CNIConfDir()+"/10-podlab.conflist")) {
@@ -120,8 +126,8 @@ func TestPodNetwork_OverCNI(t *testing.T) {
 			t.Errorf("host-local still holds %s after its pod went", e.Name())
 		}
 	}
-	if !strings.Contains(klog.String(), "CNI DEL: released eth0 "+ips["web-a"]) {
-		t.Errorf("the kubelet does not say it released %s:\n%s", ips["web-a"], klog.String())
+	if !strings.Contains(klog.String(), "RemovePodSandbox "+sandbox[:13]) {
+		t.Errorf("the kubelet does not say it removed web-a's sandbox %s (the runtime's CNI DEL):\n%s", sandbox, klog.String())
 	}
 }
 
@@ -132,4 +138,33 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// sandboxOf asks node's runtime over CRI (as crictl pods --label and
+// inspectp would) for the sandbox the kubelet made for the pod with uid:
+// its id and its pinned network namespace.
+func sandboxOf(t *testing.T, node statedir.Node, uid string) (id, netns string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := criremote.Dial(kubelet.DefaultRuntimeEndpoint(node), "", criremote.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{kubelet.LabelPodUID: uid}}})
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("the sandboxes of pod %s on %s: %v, %v", uid, node.Name, l.GetItems(), err)
+	}
+	st, err := c.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: l.Items[0].Id, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Namespaces map[string]string `json:"namespaces"`
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Namespaces["net"] == "" {
+		t.Fatalf("sandbox %s: no network namespace in its verbose status %q: %v", l.Items[0].Id, st.Info["info"], err)
+	}
+	return l.Items[0].Id, info.Namespaces["net"]
 }

@@ -170,7 +170,8 @@ func TestPodNetwork_AcrossMachines(t *testing.T) {
 		addr := net.JoinHostPort(to.ip, "8080")
 		body := httpGet(t, fmt.Sprintf("%s (on %s) asking %s (on %s) at %s", from.name, from.node, to.name, to.node, addr),
 			func(ctx context.Context) (net.Conn, error) {
-				return up.DialInNetns(ctx, l.Node(from.node).NamespaceFile("net", from.uid), "tcp", addr)
+				_, netns := sandboxOf(t, l.Node(from.node), from.uid)
+				return up.DialInNetns(ctx, netns, "tcp", addr)
 			}, addr)
 		if !strings.Contains(body, to.name) {
 			t.Errorf("%s answered %s:\n%s", to.name, from.name, body)

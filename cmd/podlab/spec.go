@@ -11,8 +11,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/urfave/cli/v2"
 
-	"github.com/podlab/podlab/steps/kubelet"
-
 	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/spec"
 	"github.com/podlab/podlab/steps/statedir"
@@ -86,11 +84,11 @@ or in full:
 		&cli.StringFlag{Name: "seccomp-profile", Usage: "with --seccomp Localhost: the profile `FILE`, an OCI LinuxSeccomp in JSON"},
 		&cli.StringFlag{Name: "id", Usage: "container `ID` for runc and the cgroup /podlab-<hash>/ID (default: the bundle directory's name)"},
 		&cli.BoolFlag{Name: "explain", Usage: "explain what each part of the spec makes the kernel do"},
-		podFlag(), namespaceFlag(), containerFlag(),
+		insideCreateFlag(), namespaceFlag(), containerFlag(),
 	},
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {
-			return runPodStage(c, kubelet.StageSpec)
+			return runPodStage(c, "spec")
 		}
 		dir, err := stateDir(c)
 		if err != nil {

@@ -15,8 +15,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
 
-	"github.com/podlab/podlab/steps/kubelet"
-
 	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/statedir"
@@ -122,11 +120,11 @@ Examples:
 			Usage: "`native` (every layer applied into the bundle's own rootfs) or overlayfs (a snapshot per layer in <state-dir>/snapshots, the rootfs an overlay mount of them)",
 			Value: string(unpack.Native),
 		},
-		podFlag(), namespaceFlag(), containerFlag(),
+		insideCreateFlag(), namespaceFlag(), containerFlag(),
 	},
 	Action: func(c *cli.Context) error {
 		if c.String("pod") != "" {
-			return runPodStage(c, kubelet.StageUnpack)
+			return runPodStage(c, "unpack")
 		}
 		if c.Bool("remove") {
 			return removeBundle(c)

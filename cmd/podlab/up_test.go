@@ -133,6 +133,7 @@ func TestUp_BarePod(t *testing.T) {
 		"net  " + filepath.Join(nodeDir, "netns") + "/",
 		"registry: ", "GET  /v2/podlab/hello/manifests/",
 		"rootfs " + filepath.Join(nodeDir, "bundles") + "/",
+		"CreateContainer: container ",
 		"runc create (run by podlab's shim, pid ",
 		"the pod's, pinned at " + filepath.Join(nodeDir, "netns"),
 		"pivot_root into the bundle's rootfs",
@@ -188,9 +189,14 @@ func TestUp_BarePod(t *testing.T) {
 	id := containerOf(t, state, "hello")
 	rt := runcState(t, state, id)
 	pid := rt.Pid
-	uid := strings.Split(id, "_")[4]
+	// The runtime's bundle, bundles/<sandbox-id>/<container-id>.
+	bundles, _ := filepath.Glob(filepath.Join(nodeDir, "bundles", "*", id))
+	if len(bundles) != 1 {
+		t.Fatalf("the bundle of container %s: %v", id, bundles)
+	}
+	sandbox := filepath.Base(filepath.Dir(bundles[0]))
 	mounts := mountsUnder(t, state)
-	rootfs := filepath.Join(nodeDir, "bundles", uid, "hello", "rootfs")
+	rootfs := filepath.Join(bundles[0], "rootfs")
 	if pid <= 0 || len(mounts) != 4 || !slices.Contains(mounts, rootfs) {
 		t.Fatalf("before reset: container pid %d, %d mounts (want 3 namespaces and the rootfs's overlay, %s): %v", pid, len(mounts), rootfs, mounts)
 	}
@@ -210,7 +216,7 @@ func TestUp_BarePod(t *testing.T) {
 
 	out = mustUpApp(t, state, "", "reset", "--yes")
 	t.Logf("podlab reset --yes:\n%s", out)
-	for _, want := range []string{"Deleted containers", id, "Unmounted:", filepath.Join(nodeDir, "netns", uid), "Removed cgroups: ", "Removed:", filepath.Join(state, "etcd"), "(kept: reset --all removes it too)"} {
+	for _, want := range []string{"Deleted containers", id, "Unmounted:", filepath.Join(nodeDir, "netns", sandbox), "Removed cgroups: ", "Removed:", filepath.Join(state, "etcd"), "(kept: reset --all removes it too)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("reset --yes does not say %q", want)
 		}

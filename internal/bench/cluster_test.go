@@ -20,6 +20,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,12 +45,16 @@ import (
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/machine"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/up"
@@ -397,8 +402,11 @@ func clusterOfMachines(tb testing.TB, o cluster) clusterResult {
 				continue
 			}
 			res.Pairs++
-			netnsFile := l.Node(a).NamespaceFile("net", string(from.UID))
-			if err := askOverHTTP(ctx, netnsFile, to.Status.PodIP, to.Name); err != nil {
+			netnsFile, err := podNetns(ctx, l.Node(a), from.UID)
+			if err == nil {
+				err = askOverHTTP(ctx, netnsFile, to.Status.PodIP, to.Name)
+			}
+			if err != nil {
 				res.Failures = append(res.Failures, fmt.Sprintf("%s (%s, %s) -> %s (%s, %s): %v", from.Name, a, from.Status.PodIP, to.Name, b, to.Status.PodIP, err))
 				continue
 			}
@@ -519,4 +527,34 @@ func TestClusterOfMachines(t *testing.T) {
 	}
 	t.Logf("setup %v; %d replicas Running with IPs in %v (%s); %d of %d node pairs answered over HTTP",
 		r.Setup.Round(time.Millisecond), o.Replicas, r.Running.Round(time.Millisecond), r.Phases, r.PairsOK, r.Pairs)
+}
+
+// podNetns is the network namespace the node's runtime pinned for the
+// pod with uid, as the runtime says over CRI (the kubelet's pod uid label,
+// then the verbose PodSandboxStatus, as crictl pods and inspectp).
+func podNetns(ctx context.Context, node statedir.Node, uid types.UID) (string, error) {
+	c, err := criremote.Dial(kubelet.DefaultRuntimeEndpoint(node), "", criremote.Options{})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	l, err := c.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{kubelet.LabelPodUID: string(uid)}}})
+	if err != nil {
+		return "", err
+	}
+	if len(l.Items) != 1 {
+		return "", fmt.Errorf("node %s's runtime has %d sandboxes of pod %s", node.Name, len(l.Items), uid)
+	}
+	st, err := c.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: l.Items[0].Id, Verbose: true})
+	if err != nil {
+		return "", err
+	}
+	var info struct {
+		Namespaces map[string]string `json:"namespaces"`
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Namespaces["net"] == "" {
+		return "", fmt.Errorf("sandbox %s: no network namespace in its verbose status: %v", l.Items[0].Id, err)
+	}
+	return info.Namespaces["net"], nil
 }

@@ -138,8 +138,8 @@ func nodeDies(tb testing.TB, o nodeDeath) nodeDeathResult {
 	stops := map[string]func(){}
 	for _, n := range nodes {
 		k, err := kubelet.New(kubelet.Config{Node: n, StateDir: dir, Client: srv.ClientFor(apiserver.NodeUser(n), "x509"),
-			Runtime: testenv.Runc(tb), Shim: []string{podlab, "runc", "shim"}, NodeLeaseDuration: 4 * time.Second,
-			CRI: noderuntime.Serve(tb, statedir.Layout{Dir: dir}.Node(n), testenv.Runc(tb), []string{podlab, "runc", "shim"})})
+			NodeLeaseDuration: 4 * time.Second,
+			CRI:               noderuntime.Serve(tb, statedir.Layout{Dir: dir}.Node(n), testenv.Runc(tb), []string{podlab, "runc", "shim"})})
 		if err != nil {
 			tb.Fatal(err)
 		}

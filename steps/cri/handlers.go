@@ -23,13 +23,17 @@ import (
 
 // handlerRuntimes makes the runtime of each handler, runc's as the
 // default: its binary and flags, its --root under the node's runtime
-// directory (statedir's HandlerRoot), the shim and the cgroup parent.
+// directory (statedir's HandlerRoot) and the shim. Its CgroupParent is
+// empty: deleting a container removes the container's own cgroup and
+// nothing above it, as containerd does: the pod's cgroup and the QoS
+// tiers above it are the kubelet's (it removes a pod's when the pod goes,
+// and keeps the tiers with their settings).
 func handlerRuntimes(cfg Config) (map[string]*runc.Runtime, error) {
 	r := cfg.Node.Runtime()
 	out := map[string]*runc.Runtime{}
 	for _, h := range cfg.Handlers {
 		rt := runc.NewRuntime(h, r.HandlerRoot(h.Name), r.Dir)
-		rt.Shim, rt.OnCommand, rt.CgroupParent = cfg.Shim, cfg.OnCommand, cfg.Node.KubepodsCgroup()
+		rt.Shim, rt.OnCommand = cfg.Shim, cfg.OnCommand
 		out[h.Name] = rt
 	}
 	if out[runc.DefaultHandler] == nil {

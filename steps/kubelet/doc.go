@@ -13,8 +13,9 @@
 //   - watches the pods bound to it (an informer with the field selector
 //     spec.nodeName=NODE, the chain's step 6);
 //   - for each pod, does what the kubelet's syncPod asks of the CRI runtime
-//     (steps 7-13): a pod sandbox (RunPodSandbox), then per container PullImage,
-//     CreateContainer (unpack, spec, runc create) and StartContainer;
+//     (steps 7-13): a pod sandbox (RunPodSandbox), then per container
+//     ImageStatus/PullImage, CreateContainer (the runtime unpacks, writes the
+//     spec, runs runc create) and StartContainer;
 //   - watches the containers and reports the pod's status back (steps 14-16):
 //     Pending, Running, restarts with back-off, Succeeded or Failed;
 //   - stops and removes a deleted pod's containers, then deletes the pod.
@@ -23,9 +24,9 @@
 // steps/kubelet/server, podlab kubelet --port): the API server proxies
 // kubectl logs and kubectl exec to it. The kubelet's part is Logs (the CRI
 // log file read as the kubelet's ReadLogs does: tailLines, sinceTime,
-// limitBytes, timestamps, follow) and Exec (runc exec in the running
-// container, on a pseudo-terminal the kubelet holds for -t); the Node it
-// registers publishes the endpoint (Config.Address, Config.Port).
+// limitBytes, timestamps, follow) and Exec (CRI ExecSync, or Exec and the
+// runtime's streaming URL for stdin or -t); the Node it registers publishes
+// the endpoint (Config.Address, Config.Port).
 //
 // The kubelet is a CRI client of its node's runtime (Config.CRI, made by
 // ConnectRuntime, package criremote: the RuntimeService and ImageService
@@ -34,37 +35,35 @@
 // runtime, podlab runtime --node NAME, started as a process of its own
 // when nothing answers on <node>/cri.sock). The node's status comes over
 // it: Version (nodeInfo.containerRuntimeVersion), Status (a runtime down
-// makes the node NotReady), ListImages (status.images). The pod stages
-// still call podlab's runtime packages (steps/pull, steps/unpack,
-// steps/spec, steps/runc) in-process, where a real kubelet makes CRI
-// calls; they move onto the client next. What they will call is in place,
-// in kuberuntime's terms (kuberuntime.go: createPodSandbox,
-// ensureImageExists, startContainer, podStatus by the pod's labels,
-// killPod, removePod), with the configs the real kubelet sends
-// (sandboxconfig.go's generatePodSandboxConfig, containerconfig.go's
-// generateContainerConfig).
+// makes the node NotReady), ListImages (status.images); so do the pod
+// stages, in kuberuntime's terms (kuberuntime.go: createPodSandbox,
+// ensureImageExists, podStatus by the pod's labels, removePod), with the
+// configs the real kubelet sends (sandboxconfig.go's
+// generatePodSandboxConfig, containerconfig.go's generateContainerConfig)
+// and what the kubelet prepares itself first (prepare.go). The kubelet
+// imports none of podlab's runtime packages (steps/pull, unpack, spec,
+// runc, cni): go list -deps shows it.
 //
 // # One directory per node
 //
-// Every node of podlab's cluster is this one machine. Each kubelet (one per
-// node, podlab kubelet --node NAME) keeps its own runtime under
-// <state>/nodes/<node>/, so that nodes share nothing but the API server, as
-// separate machines would:
+// Every node of podlab's cluster is this one machine. Each node (its
+// kubelet, podlab kubelet --node NAME, and its runtime, podlab runtime
+// --node NAME) keeps its files under <state>/nodes/<node>/, so that nodes
+// share nothing but the API server, as separate machines would. The
+// kubelet's own:
 //
-//	nodes/<node>/content/                 the node's content store (an OCI image layout)
-//	nodes/<node>/bundles/<pod-uid>/<container>/   rootfs/ and config.json
-//	nodes/<node>/runc/<container-id>/     runc's --root: state.json, exec.fifo
-//	nodes/<node>/containers/<container-id>/   container.log (CRI format), exit.json, shim.pid
-//	nodes/<node>/netns/<pod-uid>          the pod's network namespace, pinned by a bind mount
-//	nodes/<node>/userns/<pod-uid>         its user namespace (hostUsers: false only), owner of the others
-//	nodes/<node>/ipcns/<pod-uid>          its IPC namespace
-//	nodes/<node>/utsns/<pod-uid>          its UTS namespace (hostname = pod name)
 //	nodes/<node>/pods/<pod-uid>/volumes/kubernetes.io~empty-dir/<name>   emptyDir volumes
-//	nodes/<node>/seccomp/                 Localhost seccomp profiles (the kubelet's --seccomp-profile-root)
 //	nodes/<node>/pods/<pod-uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts
-//	nodes/<node>/cni/net.d/10-podlab.conflist   the runtime's CNI network, rendered from the node's podCIDR
-//	nodes/<node>/cni/cache/results/podlab-<pod-uid>-eth0   libcni's cache: each pod's CNI result JSON
-//	nodes/<node>/cni/networks/podlab/<ip>   host-local's leases: the pod (sandbox id) holding each IP
+//	nodes/<node>/pods/<pod-uid>/userns    the pod's user namespace range (hostUsers: false)
+//	nodes/<node>/logs/pods/<ns>_<pod>_<uid>/<container>/<N>.log   the CRI logs (the runtime writes them where the kubelet says)
+//	nodes/<node>/seccomp/                 Localhost seccomp profiles (the kubelet's --seccomp-profile-root)
+//
+// The runtime's (steps/cri; the kubelet learns them from the verbose
+// PodSandboxStatus and ContainerStatus, as crictl inspectp and inspect show
+// them): its records cri/, the bundles bundles/<sandbox-id>/<container-id>
+// (rootfs/ and config.json), runc's state runc/, the namespace pins netns/,
+// ipcns/, utsns/, userns/ (by sandbox id), pods/<sandbox-id>/ (hosts,
+// hostname, resolv.conf), the content store content/, the CNI network cni/.
 //
 // A volumeMount with a subPath is never given to the runtime as
 // <volume>/<subPath>: a container sharing the volume could have made that a
@@ -75,9 +74,11 @@
 // CreateContainerConfigError. The bind mounts are unmounted before the pod's
 // directory is removed.
 //
-// A container's ID names what it runs, as the kubelet's Docker names did:
-// k8s_<container>_<pod>_<namespace>_<pod-uid>_<restartCount>. Its cgroup is
-// <state cgroup root>/nodes/<node>/kubepods/[burstable/|besteffort/]pod<pod-uid>/<container-id>.
+// Containers and sandboxes have the runtime's ids (64 hex digits); the
+// kubelet finds them by their labels and metadata (name, attempt = restart
+// count). A container's cgroup is
+// <state cgroup root>/nodes/<node>/kubepods/[burstable/|besteffort/]pod<pod-uid>/<container-id>:
+// the kubelet makes the pod's, the runtime the container's under it.
 //
 // # Pod network
 //
@@ -88,13 +89,13 @@
 // (package steps/cni: bridge plb<hash> with host-local IPAM, portmap,
 // firewall). The runtime attaches each sandbox it makes (CNI ADD into the
 // pinned network namespace, eth0, with containerd's K8S_POD_* args and the
-// pod's hostPorts as portmap's portMappings) and detaches it when the pod
-// is removed (CNI DEL); a sandbox's id is its pod's uid. A failed ADD is
-// undone (DEL, then the namespaces) and recorded as the Warning
-// FailedCreatePodSandBox; the kubelet tries again on the next sync. The
-// pod's IPs, read from libcni's cache as containerd's PodSandboxStatus
-// reads them, are status.podIP and podIPs. A node with no pod CIDR keeps
-// loopback-only pods, and the sandbox stage says why, once.
+// pod's hostPorts, which the kubelet sends as the sandbox config's
+// port_mappings) and detaches it when the sandbox stops (CNI DEL). A
+// failed ADD is undone by the runtime, and the kubelet records its error
+// as the Warning FailedCreatePodSandBox; it tries again on the next sync.
+// The pod's IPs are PodSandboxStatus's: status.podIP and podIPs. A node
+// with no pod CIDR keeps loopback-only pods, and the sandbox stage says
+// why, once.
 //
 // # QoS
 //
@@ -105,13 +106,14 @@
 // settings (qos.go, podcgroup.go): cpu.shares from the requests (2 for
 // BestEffort; cpu.weight on cgroup v2), the pod's memory limit and cpu quota
 // when every container has one; and it keeps the tiers' own (besteffort 2,
-// burstable the sum of its pods' cpu requests). runc puts each container
-// under its pod's cgroup and removes only the container's own; the kubelet
+// burstable the sum of its pods' cpu requests), and gives the pod's cgroup
+// to the runtime as the sandbox's cgroup_parent. The runtime puts each
+// container under it and removes only the container's own; the kubelet
 // removes the pod's when the pod goes, and keeps the tiers. Each container's
 // oom_score_adj follows the class too (Guaranteed -997, BestEffort 1000,
 // Burstable 3..999 from its memory request), never below what the kernel
 // lets the kubelet set: without CAP_SYS_RESOURCE, its own oom_score_adj
-// (containerd's restrict_oom_score_adj); the spec stage's result says so.
+// (containerd's restrict_oom_score_adj); the create stage's result says so.
 //
 // # Seccomp
 //
@@ -121,34 +123,36 @@
 // names under nodes/<node>/seccomp/ (a relative path without ".."); Unconfined
 // is no filter. With neither set a container runs unconfined, as Kubernetes
 // does, unless the kubelet runs with --seccomp-default (Config.SeccompDefault).
+// The kubelet sends the choice as CRI's SecurityProfile; the runtime loads
+// the profile (a missing file is CreateContainerError).
 //
 // # RuntimeClass
 //
 // A pod's spec.runtimeClassName is resolved to its RuntimeClass's handler
 // through the API server, as the kubelet's runtimeclass manager does (a
 // RuntimeClass that does not exist is a FailedCreatePodSandBox event); the
-// runtime side receives only the handler's name, as CRI's
-// RunPodSandboxRequest.runtime_handler, and looks it up in the node's
-// handlers (Config.Handlers; runc.DefaultHandlers: runc, runsc, crun). An
-// unknown handler, a missing binary or a host the runtime refuses fails the
-// sandbox before anything is made, with containerd's text. The sandbox
-// records its handler in nodes/<node>/pods/<pod-uid>/sandbox.json, and
-// every container of the pod, its kill and its removal use that runtime,
-// each handler under its own --root (nodes/<node>/runtimes/<handler>;
-// runc's is nodes/<node>/runc). See runtimeclass.go.
+// runtime receives only the handler's name, as CRI's
+// RunPodSandboxRequest.runtime_handler, and looks it up in its own handlers
+// (podlab runtime --runtime-handler; runc, runsc, crun). An unknown
+// handler, a missing binary or a host the runtime refuses fails the sandbox
+// before anything is made, with containerd's text. The runtime keeps the
+// handler with the sandbox, and every container of the pod, its kill and
+// its removal use it. See runtimeclass.go.
 //
 // # Stages
 //
 // Nothing about a pod's progress is kept in a private database: it is
-// derived from the API server (the pod's status) and from the node
-// directory (the sandbox's mounts, the bundle, config.json and its
-// restartCount annotation, runc's state, the shim's exit.json). Observe reads
-// it; NextStage says which stage comes next; one exported method per stage
-// (SandboxStage, PullStage, UnpackStage, SpecStage, CreateStage, StartStage,
-// KillStage, RemoveStage) does exactly what the sync loop does for that
-// stage and records it in the pod's status and events. The sync loop calls
-// the same methods, so walking a pod by hand, stage by stage, ends in the
-// same state as letting the kubelet run.
+// derived from the API server (the pod's status) and from the runtime, over
+// CRI (the pod's sandboxes and containers by its uid label, their states,
+// attempts and exits; ImageStatus). Observe reads it; NextStage says which
+// stage comes next; one exported method per stage (SandboxStage,
+// PullStage, CreateStage, StartStage, KillStage, RemoveStage) does exactly
+// what the sync loop does for that stage and records it in the pod's
+// status and events. The sync loop calls the same methods, so walking a pod
+// by hand, stage by stage, ends in the same state as letting the kubelet
+// run. Unpacking the image and writing the OCI spec are the runtime's,
+// inside CreateContainer: no kubelet stage (podlab unpack and podlab spec
+// do them by hand).
 //
 // # User namespaces
 //
@@ -158,7 +162,7 @@
 // nodes/<node>/pods/<pod-uid>/userns (Kubernetes' format), and claimed
 // machine-wide in statedir.UsernsClaimsDir (/var/lib/podlab-userns/<base>),
 // under that directory's lock: host ids are the machine's, so no two state
-// directories (two learners, a lesson and a test) hand out one range. See
-// userns.go for the range, the claims, the sandbox, the rootfs and the
-// volumes.
+// directories (two learners, a lesson and a test) hand out one range. The
+// kubelet sends it as the sandbox's userns_options; the runtime pins the
+// namespaces and shifts the rootfs. See userns.go.
 package kubelet

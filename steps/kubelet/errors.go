@@ -20,9 +20,14 @@ var (
 
 	// ErrOutOfOrder means the stage does not fit the container's state: its
 	// container for this restart is already created or running (nothing to
-	// unpack, spec or create), or not created yet (nothing to start). The
+	// pull or create), or not created yet (nothing to start). The
 	// error names the stage that comes next.
 	ErrOutOfOrder = errors.New("stage out of order")
+
+	// ErrNoStage means a stage name that is none of the kubelet's: the
+	// error lists them (and, for unpack and spec, says the runtime does
+	// those inside CreateContainer).
+	ErrNoStage = errors.New("no stage")
 
 	// ErrNoSandbox means a container stage needs the pod's sandbox (its
 	// network, IPC and UTS namespaces) and there is none yet.

@@ -1,25 +1,28 @@
 package kubelet
 
 // kubectl exec reaches the kubelet of the pod's node (its API's /exec,
-// through the API server); the kubelet asks its runtime (CRI Exec), which
+// through the API server); the kubelet asks its runtime over CRI: ExecSync
+// for a command with no stream to keep open (no stdin, no terminal), which
+// answers the output and exit code in its reply; else Exec, which answers
+// a URL on the runtime's streaming server, and the kubelet connects to it
+// (SPDY, client-go's remotecommand) and copies the streams. The runtime
 // runs `runc exec` in the container: a new process that joins the
 // container's namespaces and cgroup, with its rootfs, user and
 // capabilities.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
+	"net/url"
 	"strings"
-	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/podlab/podlab/steps/runc"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // ExecOptions are the exec's streams, as the kubelet API's /exec opens
@@ -27,13 +30,13 @@ import (
 type ExecOptions struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Tty gives the command a terminal (runc exec --tty): its output comes
-	// on Stdout only, with the terminal's line endings. The kubelet holds
-	// a pseudo-terminal for it, as a CRI runtime does.
+	// Tty gives the command a terminal (the runtime holds a
+	// pseudo-terminal for it): its output comes on Stdout only, with the
+	// terminal's line endings.
 	Tty bool
 	// Resize, with Tty, brings the client's terminal size: the first
 	// before the command starts, then one per resize (kubectl sends them on
-	// SIGWINCH).
+	// SIGWINCH). The runtime's streaming exec waits for the first one.
 	Resize <-chan TerminalSize
 }
 
@@ -42,9 +45,10 @@ type TerminalSize struct {
 	Width, Height uint16
 }
 
-// Exec runs cmd in the running container of pod named container and
-// returns the command's exit code. It fails with ErrNoSuchContainer when
-// the pod has no such container, or it is not running.
+// Exec runs cmd in the running container of pod named container, through
+// the runtime (CRI ExecSync, or Exec and its streaming URL), and returns
+// the command's exit code. It fails with ErrNoSuchContainer when the pod
+// has no such container, or it is not running.
 func (k *Kubelet) Exec(ctx context.Context, pod *corev1.Pod, container string, cmd []string, opts ExecOptions) (int, error) {
 	if len(cmd) == 0 {
 		return 0, fmt.Errorf("exec in %s/%s: no command given", pod.Name, container)
@@ -53,111 +57,72 @@ func (k *Kubelet) Exec(ctx context.Context, pod *corev1.Pod, container string, c
 	if err != nil {
 		return 0, err
 	}
-	ro := runc.ExecOptions{IO: runc.IO{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr}, Tty: opts.Tty}
-	if !opts.Tty {
-		return k.runtimeOrDefault(pod.UID).Exec(ctx, id, cmd, ro)
-	}
-	pty, err := openPty()
-	if err != nil {
-		return 0, fmt.Errorf("exec in %s/%s: a terminal for the command: %w", pod.Name, container, err)
-	}
-	defer pty.close()
-	ro.Console = pty.follower
-	// the first size, before the command starts: kubectl sends it right
-	// after the streams connect, but on a loaded machine that can take a
-	// while (100 ms was not enough: stty size said "0 0"); a client that
-	// sends none costs three seconds. runc's init sizes the console with
-	// it (the process's consoleSize) before the command runs: a resize
-	// that only reaches runc as SIGWINCH raced a quick `stty size`.
-	if opts.Resize != nil {
-		select {
-		case sz, ok := <-opts.Resize:
-			if ok {
-				pty.resize(sz)
-				ro.ConsoleSize = &specs.Box{Height: uint(sz.Height), Width: uint(sz.Width)}
-			}
-		case <-time.After(3 * time.Second):
-		case <-ctx.Done():
+	if !opts.Tty && opts.Stdin == nil {
+		resp, err := k.cri.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd})
+		if err != nil {
+			return 0, fmt.Errorf("exec in %s/%s (CRI ExecSync): %w", pod.Name, container, err)
 		}
-	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case sz, ok := <-opts.Resize:
-				if !ok {
-					return
-				}
-				pty.resize(sz)
-			case <-done:
-				return
-			}
-		}
-	}()
-	if opts.Stdin != nil {
-		go func() { _, _ = io.Copy(pty.leader, opts.Stdin) }()
-	}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
 		if opts.Stdout != nil {
-			_, _ = io.Copy(opts.Stdout, pty.leader)
-		} else {
-			_, _ = io.Copy(io.Discard, pty.leader)
+			_, _ = opts.Stdout.Write(resp.Stdout)
 		}
-	}()
-	code, err := k.runtimeOrDefault(pod.UID).Exec(ctx, id, cmd, ro)
-	// The command's output is in the terminal: read it to the end (EIO
-	// once no process holds the follower end) before saying it ended.
-	pty.follower.Close()
+		if opts.Stderr != nil {
+			_, _ = opts.Stderr.Write(resp.Stderr)
+		}
+		return int(resp.ExitCode), nil
+	}
+	req := &runtimeapi.ExecRequest{ContainerId: id, Cmd: cmd, Tty: opts.Tty, Stdin: opts.Stdin != nil,
+		Stdout: true, Stderr: !opts.Tty}
+	resp, err := k.cri.rt.Exec(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("exec in %s/%s (CRI Exec): %w", pod.Name, container, err)
+	}
+	u, err := url.Parse(resp.Url)
+	if err != nil {
+		return 0, fmt.Errorf("exec in %s/%s: the runtime's streaming URL %q: %w", pod.Name, container, resp.Url, err)
+	}
+	ex, err := remotecommand.NewSPDYExecutor(&restclient.Config{}, "POST", u)
+	if err != nil {
+		return 0, fmt.Errorf("exec in %s/%s: connecting to %s: %w", pod.Name, container, resp.Url, err)
+	}
+	so := remotecommand.StreamOptions{Stdin: opts.Stdin, Stdout: opts.Stdout, Tty: opts.Tty}
+	if so.Stdout == nil {
+		so.Stdout = io.Discard
+	}
+	if !opts.Tty {
+		so.Stderr = opts.Stderr
+		if so.Stderr == nil {
+			so.Stderr = io.Discard
+		}
+	}
+	if opts.Tty && opts.Resize != nil {
+		so.TerminalSizeQueue = sizeQueue{ctx: ctx, sizes: opts.Resize}
+	}
+	err = ex.StreamWithContext(ctx, so)
+	if ee, ok := errors.AsType[utilexec.ExitError](err); ok && ee.Exited() {
+		return ee.ExitStatus(), nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("exec in %s/%s: %w", pod.Name, container, err)
+	}
+	return 0, nil
+}
+
+// sizeQueue hands the client's terminal sizes to the streaming client.
+type sizeQueue struct {
+	ctx   context.Context
+	sizes <-chan TerminalSize
+}
+
+func (q sizeQueue) Next() *remotecommand.TerminalSize {
 	select {
-	case <-copied:
-	case <-time.After(2 * time.Second):
+	case sz, ok := <-q.sizes:
+		if !ok {
+			return nil
+		}
+		return &remotecommand.TerminalSize{Width: sz.Width, Height: sz.Height}
+	case <-q.ctx.Done():
+		return nil
 	}
-	return code, err
-}
-
-// pty is a pseudo-terminal: the leader end the kubelet reads and writes,
-// the follower end the command runs on.
-type pty struct {
-	leader, follower *os.File
-}
-
-// openPty opens a new pseudo-terminal (/dev/ptmx, unlocked; its
-// /dev/pts/N).
-func openPty() (*pty, error) {
-	leader, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	fd := int(leader.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		leader.Close()
-		return nil, fmt.Errorf("unlocking the pseudo-terminal: %w", err)
-	}
-	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
-	if err != nil {
-		leader.Close()
-		return nil, fmt.Errorf("naming the pseudo-terminal: %w", err)
-	}
-	follower, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		leader.Close()
-		return nil, err
-	}
-	return &pty{leader: leader, follower: follower}, nil
-}
-
-// resize sets the terminal's size: the kernel sends SIGWINCH to the
-// session it controls (runc's), and runc resizes the container's console.
-func (p *pty) resize(sz TerminalSize) {
-	_ = unix.IoctlSetWinsize(int(p.leader.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Height, Col: sz.Width})
-}
-
-func (p *pty) close() {
-	p.follower.Close()
-	p.leader.Close()
 }
 
 // runningContainerID is the runtime's ID of the container's current run,

@@ -2,6 +2,7 @@ package kubelet_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,13 +18,17 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/internal/testenv/noderuntime"
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/runc"
@@ -106,6 +111,7 @@ type cluster struct {
 	admin   apiserver.Interface
 	node    apiserver.Interface // system:node:node-1
 	kubelet *kubelet.Kubelet
+	cri     *criremote.Client // the node runtime's, as crictl would reach it
 	reports []kubelet.Report
 	mu      sync.Mutex
 }
@@ -113,6 +119,14 @@ type cluster struct {
 type clusterOption func(*kubelet.Config)
 
 func newCluster(t *testing.T, opts ...clusterOption) *cluster {
+	t.Helper()
+	return newClusterWithRuntime(t, nil, opts...)
+}
+
+// newClusterWithRuntime is newCluster with the node's runtime configured
+// by rt too (its runc, handlers, CNI plugin directories), as `podlab
+// runtime`'s flags would.
+func newClusterWithRuntime(t *testing.T, rt func(*cri.Config), opts ...clusterOption) *cluster {
 	t.Helper()
 	testenv.RequireRoot(t)
 	ctx := context.Background()
@@ -131,12 +145,14 @@ func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 	if c.node, err = srv.ClientAs("system:node:" + apiserver.HostNode); err != nil {
 		t.Fatal(err)
 	}
-	c.runc = testenv.Runc(t)
+	rc := cri.Config{Node: statedir.Layout{Dir: c.dir}.Node(apiserver.HostNode), Runtime: testenv.Runc(t), Shim: []string{os.Args[0]}, Insecure: true}
+	if rt != nil {
+		rt(&rc)
+	}
+	c.runc = rc.Runtime
 	cfg := kubelet.Config{
 		StateDir:     c.dir,
 		Client:       c.node,
-		Runtime:      c.runc,
-		Shim:         []string{os.Args[0]},
 		ImageBackOff: 100 * time.Millisecond, MaxImageBackOff: time.Second,
 		CrashBackOff: 200 * time.Millisecond, MaxCrashBackOff: 2 * time.Second,
 		Poll:   50 * time.Millisecond,
@@ -147,7 +163,8 @@ func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 			c.mu.Unlock()
 		},
 	}
-	cfg.CRI = serveRuntimeOf(t, c.dir, apiserver.HostNode, c.runc)
+	cfg.CRI = noderuntime.ServeConfig(t, rc)
+	c.cri = cfg.CRI
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -303,4 +320,106 @@ func (c *cluster) stageReports() []kubelet.Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]kubelet.Report(nil), c.reports...)
+}
+
+// inspected is what the runtime says of a container (crictl inspect):
+// its status, and the verbose info podlab's runtime adds.
+type inspected struct {
+	Status *runtimeapi.ContainerStatus
+	Info   struct {
+		SandboxID   string      `json:"sandboxID"`
+		Record      string      `json:"record"`
+		Bundle      string      `json:"bundle"`
+		Config      string      `json:"config"`
+		RuntimeDir  string      `json:"runtimeDir"`
+		Pid         int         `json:"pid"`
+		ShimPid     int         `json:"shimPid"`
+		RuncState   string      `json:"runcState"`
+		RuntimeSpec *specs.Spec `json:"runtimeSpec"`
+	}
+}
+
+// inspect asks the runtime for the container's verbose status (crictl
+// inspect ID).
+func (c *cluster) inspect(t testing.TB, id string) *inspected {
+	t.Helper()
+	resp, err := c.cri.Runtime.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatalf("ContainerStatus %s: %v", id, err)
+	}
+	out := &inspected{Status: resp.Status}
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &out.Info); err != nil {
+		t.Fatalf("ContainerStatus %s: verbose info %q: %v", id, resp.Info["info"], err)
+	}
+	return out
+}
+
+// inspectContainer is inspect of the pod's container name, by the
+// containerID its status reports.
+func (c *cluster) inspectContainer(t testing.TB, pod *corev1.Pod, name string) *inspected {
+	t.Helper()
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == name && cs.ContainerID != "" {
+			return c.inspect(t, strings.TrimPrefix(cs.ContainerID, "runc://"))
+		}
+	}
+	t.Fatalf("pod %s has no container %s in its status:\n%s", pod.Name, name, statusText(pod))
+	return nil
+}
+
+// sandboxInspected is what the runtime says of a sandbox (crictl inspectp).
+type sandboxInspected struct {
+	Status *runtimeapi.PodSandboxStatus
+	Info   struct {
+		Record       string            `json:"record"`
+		Namespaces   map[string]string `json:"namespaces"`
+		CgroupParent string            `json:"cgroupParent"`
+		PodDir       string            `json:"podDir"`
+	}
+}
+
+// sandboxesOf lists the runtime's sandboxes of the pod, by the label the
+// kubelet put on them, with their verbose status.
+func (c *cluster) sandboxesOf(t testing.TB, uid types.UID) []*sandboxInspected {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.cri.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{kubelet.LabelPodUID: string(uid)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*sandboxInspected
+	for _, sb := range l.Items {
+		resp, err := c.cri.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id, Verbose: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &sandboxInspected{Status: resp.Status}
+		if err := json.Unmarshal([]byte(resp.Info["info"]), &s.Info); err != nil {
+			t.Fatalf("PodSandboxStatus %s: verbose info: %v", sb.Id, err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// sandboxOf is the pod's one sandbox.
+func (c *cluster) sandboxOf(t testing.TB, uid types.UID) *sandboxInspected {
+	t.Helper()
+	sbs := c.sandboxesOf(t, uid)
+	if len(sbs) != 1 {
+		t.Fatalf("pod %s has %d sandboxes in the runtime, want 1", uid, len(sbs))
+	}
+	return sbs[0]
+}
+
+// containersOf lists the runtime's containers of the pod, by label.
+func (c *cluster) containersOf(t testing.TB, uid types.UID) []*runtimeapi.Container {
+	t.Helper()
+	l, err := c.cri.Runtime.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		LabelSelector: map[string]string{kubelet.LabelPodUID: string(uid)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Containers
 }

@@ -11,11 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/podlab/podlab/steps/apiserver"
-	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/kubelet/criremote"
-	"github.com/podlab/podlab/steps/pull"
-	"github.com/podlab/podlab/steps/runc"
-	"github.com/podlab/podlab/steps/unpack"
 )
 
 // Component is the source.component of the kubelet's Events.
@@ -32,26 +28,15 @@ type Config struct {
 	// StateDir is podlab's state directory; the node's runtime lives in
 	// <StateDir>/nodes/<Node>.
 	StateDir string
-	// Snapshotter is how containers' rootfs are made (steps/unpack):
-	// "" chooses overlayfs where the kernel has it, native otherwise.
-	Snapshotter unpack.Snapshotter
 	// Client is the API server, as system:node:<Node>.
 	Client apiserver.Interface
 	// CRI is the node's container runtime, as the kubelet's
 	// --container-runtime-endpoint and --image-service-endpoint reach it
 	// (ConnectRuntime): the node's status comes from it (Version for
 	// nodeInfo.containerRuntimeVersion, Status for the Ready condition,
-	// ListImages for status.images). Required; the caller closes it.
+	// ListImages for status.images), and every pod stage is calls to it
+	// (stages.go). Required; the caller closes it.
 	CRI *criremote.Client
-	// Runtime is the OCI runtime binary (runc); Shim the command that runs
-	// runc.ShimMain (see runc.Runtime).
-	Runtime string
-	Shim    []string
-	// Handlers are the node runtime's handlers, as containerd's runtimes
-	// table: a RuntimeClass's handler picks one for a pod's sandbox and
-	// every container of it. Default runc.DefaultHandlers(Runtime): runc
-	// (the default, for a pod with no RuntimeClass), runsc and crun.
-	Handlers []runc.Handler
 	// ImageBackOff and MaxImageBackOff bound the delay between pulls (and
 	// other failed stages) of a container; CrashBackOff and
 	// MaxCrashBackOff the delay between restarts of a crashing container.
@@ -79,20 +64,16 @@ type Config struct {
 	// are looked at (1s); Settle how long SyncOnce watches the containers it
 	// started before it returns (1s).
 	Heartbeat, Poll, Settle time.Duration
-	// CNIBinDirs are where the runtime looks for CNI plugins; default
-	// cni.DefaultBinDirs (/usr/lib/cni, /opt/cni/bin).
-	CNIBinDirs []string
 	// NodeLeaseDuration is the node Lease's leaseDurationSeconds (the
 	// kubelet's --node-lease-duration-seconds, 40s); Run renews the Lease
 	// every quarter of it. Whole seconds; at least 4s.
 	NodeLeaseDuration time.Duration
 	// OnStage, when set, receives every stage the sync loop runs; OnNode
-	// every registration and heartbeat; OnCommand every runc command line.
+	// every registration and heartbeat.
 	OnStage func(Report)
 	OnNode  func(*NodeResult, error)
 	// OnLease receives every renewal of the node's Lease.
-	OnLease   func(*LeaseResult, error)
-	OnCommand func(argv []string)
+	OnLease func(*LeaseResult, error)
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -113,10 +94,6 @@ type Kubelet struct {
 	cfg      Config
 	node     string
 	layout   Layout
-	store    *pull.Store
-	rt       *runc.Runtime // the default handler's (runc)
-	runtimes map[string]*runc.Runtime
-	network  *cni.Network
 	client   apiserver.Interface
 	cri      *criRuntime
 	recorder *apiserver.Recorder
@@ -126,16 +103,16 @@ type Kubelet struct {
 	infoOnce sync.Once
 	info     corev1.NodeSystemInfo
 
-	snap snapshotter // the node's snapshotter, chosen at the first unpack
-
 	mu        sync.Mutex
 	announced map[string]time.Time // back-offs whose Events were recorded, by container
 	// saidNoPodCIDR: the kubelet said once that the node has no pod CIDR.
 	saidNoPodCIDR bool
+	// podCIDR is the pod CIDR last handed to the runtime.
+	podCIDR string
 }
 
-// New sets up the kubelet of cfg.Node: its node directory, content store
-// and runtime. It talks to nothing yet.
+// New sets up the kubelet of cfg.Node: its node directory, and its
+// runtime's CRI clients. It talks to nothing yet.
 func New(cfg Config) (*Kubelet, error) {
 	if cfg.Node == "" {
 		cfg.Node = apiserver.HostNode
@@ -178,35 +155,10 @@ func New(cfg Config) (*Kubelet, error) {
 	if err := os.MkdirAll(layout.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("making the node directory: %w", err)
 	}
-	store, err := pull.OpenStore(layout.ContentDir())
-	if err != nil {
-		return nil, err
-	}
-	network, err := cni.New(cni.Config{ConfDir: layout.CNIConfDir(), CacheDir: layout.CNICacheDir(), BinDirs: cfg.CNIBinDirs})
-	if err != nil {
-		return nil, err
-	}
-	if len(cfg.Handlers) == 0 {
-		cfg.Handlers = runc.DefaultHandlers(cfg.Runtime)
-	}
-	runtimes := map[string]*runc.Runtime{}
-	for _, h := range cfg.Handlers {
-		rt := layout.handlerRuntime(h)
-		rt.Shim, rt.OnCommand = cfg.Shim, cfg.OnCommand
-		runtimes[h.Name] = rt
-	}
-	rt := runtimes[runc.DefaultHandler]
-	if rt == nil {
-		return nil, fmt.Errorf("kubelet: no %q handler: the handlers must include the default runtime", runc.DefaultHandler)
-	}
 	return &Kubelet{
 		cfg:       cfg,
 		node:      cfg.Node,
 		layout:    layout,
-		store:     store,
-		rt:        rt,
-		runtimes:  runtimes,
-		network:   network,
 		client:    cfg.Client,
 		cri:       &criRuntime{rt: cfg.CRI.Runtime, img: cfg.CRI.Image},
 		recorder:  apiserver.NewRecorder(cfg.Client, Component, cfg.Node),
@@ -225,18 +177,5 @@ func (k *Kubelet) Layout() Layout { return k.layout }
 // ImageEndpoint is where the kubelet asks for images (CRI ImageService):
 // its --image-service-endpoint.
 func (k *Kubelet) ImageEndpoint() string { return k.cfg.CRI.ImageEndpoint }
-
-// Store is the node's content store: the runtime pulls into it, the
-// in-process unpack and spec stages read it.
-func (k *Kubelet) Store() *pull.Store { return k.store }
-
-// Network is the node's pod network, as its runtime sees it.
-func (k *Kubelet) Network() *cni.Network { return k.network }
-
-// Runtime is the node's container runtime (its default handler's).
-func (k *Kubelet) Runtime() *runc.Runtime { return k.rt }
-
-// Handlers are the runtime handlers the node knows.
-func (k *Kubelet) Handlers() []runc.Handler { return k.cfg.Handlers }
 
 func (k *Kubelet) now() time.Time { return k.cfg.Now() }

@@ -34,10 +34,12 @@ func TestKubelet_SyncPod_RunsAndRemoves(t *testing.T) {
 	if cs.State.Running == nil || !cs.Ready || cs.Started == nil || !*cs.Started || cs.RestartCount != 0 {
 		t.Errorf("container status: %+v", cs)
 	}
-	id := kubelet.ContainerID(pod, "web", 0)
-	if cs.ContainerID != "runc://"+id {
-		t.Errorf("containerID %q, want runc://%s", cs.ContainerID, id)
+	// The containerID is the runtime's, as ListContainers reports it.
+	ctrs := c.containersOf(t, pod.UID)
+	if len(ctrs) != 1 || cs.ContainerID != "runc://"+ctrs[0].Id || ctrs[0].Metadata.Name != "web" || ctrs[0].Metadata.Attempt != 0 {
+		t.Fatalf("containerID %q; the runtime's containers of the pod: %v", cs.ContainerID, ctrs)
 	}
+	id := ctrs[0].Id
 	if !strings.Contains(cs.ImageID, "/podlab/hello@sha256:") || cs.Image != helloRef(t) {
 		t.Errorf("image %q, imageID %q", cs.Image, cs.ImageID)
 	}
@@ -98,14 +100,28 @@ func TestKubelet_SyncPod_RunsAndRemoves(t *testing.T) {
 	if len(cgroups) == 0 {
 		t.Errorf("no pod cgroup %s", podCgroup)
 	}
-	artifacts := []string{
-		layout.Bundle(pod.UID, "web"),
-		filepath.Join(layout.Bundle(pod.UID, "web"), "config.json"),
-		layout.NamespacePath("net", pod.UID),
-		layout.NamespacePath("ipc", pod.UID),
-		layout.NamespacePath("uts", pod.UID),
-		filepath.Join(layout.RuncRoot(), id),
-		filepath.Join(layout.ContainersDir(), id, "container.log"),
+	// What the runtime made, where it says it is (crictl inspect and
+	// inspectp): the bundle and config.json, the namespace pins, runc's
+	// state; and the CRI log where the kubelet's config put it.
+	in := c.inspect(t, id)
+	sb := c.sandboxOf(t, pod.UID)
+	if in.Info.SandboxID != sb.Status.Id || in.Info.Bundle != layout.CRIBundle(sb.Status.Id, id) {
+		t.Errorf("bundle %s of sandbox %s, want %s", in.Info.Bundle, in.Info.SandboxID, layout.CRIBundle(sb.Status.Id, id))
+	}
+	wantLog := filepath.Join(layout.PodLogsDir(), "default_web_"+string(pod.UID), "web", "0.log")
+	if in.Status.LogPath != wantLog {
+		t.Errorf("log path %s, want %s", in.Status.LogPath, wantLog)
+	}
+	if sp := in.Info.RuntimeSpec; sp == nil || sp.Linux == nil || !strings.Contains(sp.Linux.CgroupsPath, "pod"+string(pod.UID)) {
+		t.Errorf("the runtime's spec does not put the container under the pod's cgroup: %+v", sp)
+	}
+	artifacts := []string{in.Info.Bundle, in.Info.Config, in.Info.RuncState, in.Status.LogPath}
+	for _, kind := range []string{"net", "ipc", "uts"} {
+		p, ok := sb.Info.Namespaces[kind]
+		if !ok {
+			t.Errorf("the sandbox pins no %s namespace: %v", kind, sb.Info.Namespaces)
+		}
+		artifacts = append(artifacts, p)
 	}
 	for _, a := range artifacts {
 		if _, err := os.Stat(a); err != nil {
@@ -133,7 +149,10 @@ func TestKubelet_SyncPod_RunsAndRemoves(t *testing.T) {
 		}
 	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	if bytes.Contains(mounts, []byte(string(pod.UID))) {
+	if bytes.Contains(mounts, []byte(string(pod.UID))) || bytes.Contains(mounts, []byte(sb.Status.Id)) {
 		t.Errorf("a mount of the pod is left:\n%s", mounts)
+	}
+	if n, m := len(c.sandboxesOf(t, pod.UID)), len(c.containersOf(t, pod.UID)); n+m != 0 {
+		t.Errorf("the runtime still has %d sandboxes and %d containers of the pod", n, m)
 	}
 }

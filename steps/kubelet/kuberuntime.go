@@ -16,10 +16,12 @@ package kubelet
 //	killPod            StopContainer (with the grace period), StopPodSandbox
 //	removePod          RemoveContainer, RemovePodSandbox
 //
-// The sync loop's stages move onto these one by one (HANDOFF.md).
+// The stages (stages.go) make these calls; startContainer and killPod are
+// the same calls in one piece, for the tests of this file.
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -154,6 +156,9 @@ func (r *criRuntime) startContainer(ctx context.Context, sandboxID string, sandb
 type criPodStatus struct {
 	Sandboxes  []*runtimeapi.PodSandboxStatus
 	Containers []*runtimeapi.ContainerStatus
+	// SandboxInfo is each sandbox's verbose info, by id, when the runtime
+	// gives podlab's (steps/cri).
+	SandboxInfo map[string]*sandboxInfo
 }
 
 // Ready is the newest sandbox, when it is ready.
@@ -195,13 +200,17 @@ func (r *criRuntime) podStatus(ctx context.Context, uid types.UID) (*criPodStatu
 	if err != nil {
 		return nil, fmt.Errorf("listing the sandboxes of pod %s: %w", uid, err)
 	}
-	out := &criPodStatus{}
+	out := &criPodStatus{SandboxInfo: map[string]*sandboxInfo{}}
 	for _, sb := range sbs.Items {
-		st, err := r.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
+		st, err := r.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id, Verbose: true})
 		if err != nil {
 			return nil, fmt.Errorf("the status of sandbox %s: %w", sb.Id, err)
 		}
 		out.Sandboxes = append(out.Sandboxes, st.Status)
+		var i sandboxInfo
+		if json.Unmarshal([]byte(st.Info["info"]), &i) == nil {
+			out.SandboxInfo[sb.Id] = &i
+		}
 	}
 	slices.SortFunc(out.Sandboxes, func(a, b *runtimeapi.PodSandboxStatus) int {
 		return int(b.GetMetadata().GetAttempt()) - int(a.GetMetadata().GetAttempt())
@@ -261,4 +270,43 @@ func (r *criRuntime) removePod(ctx context.Context, st *criPodStatus) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// containerStatus is a container's status with what the verbose status of
+// podlab's runtime adds (crictl inspect): nil info from another runtime.
+func (r *criRuntime) containerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, *containerInfo, error) {
+	resp, err := r.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the status of container %s: %w", id, err)
+	}
+	var i containerInfo
+	if json.Unmarshal([]byte(resp.Info["info"]), &i) != nil {
+		return resp.Status, nil, nil
+	}
+	return resp.Status, &i, nil
+}
+
+// listAll lists every sandbox and container of the runtime's that a
+// kubelet labelled (io.kubernetes.pod.uid), by pod uid.
+func (r *criRuntime) listAll(ctx context.Context) (map[types.UID]bool, error) {
+	out := map[types.UID]bool{}
+	sbs, err := r.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the runtime's sandboxes: %w", err)
+	}
+	for _, sb := range sbs.Items {
+		if uid := sb.Labels[LabelPodUID]; uid != "" {
+			out[types.UID(uid)] = true
+		}
+	}
+	cs, err := r.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the runtime's containers: %w", err)
+	}
+	for _, c := range cs.Containers {
+		if uid := c.Labels[LabelPodUID]; uid != "" {
+			out[types.UID(uid)] = true
+		}
+	}
+	return out, nil
 }

@@ -2,7 +2,6 @@ package kubelet_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -117,7 +116,7 @@ func TestKubelet_New_BadLeaseDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []time.Duration{time.Second, 3 * time.Second, 4500 * time.Millisecond} {
-		_, err := kubelet.New(kubelet.Config{StateDir: dir, Client: node, Runtime: os.Args[0], NodeLeaseDuration: d})
+		_, err := kubelet.New(kubelet.Config{StateDir: dir, Client: node, NodeLeaseDuration: d})
 		if err == nil || !strings.Contains(err.Error(), "at least 4s") {
 			t.Errorf("NodeLeaseDuration %s: err %v, want one saying whole seconds, at least 4s", d, err)
 		}

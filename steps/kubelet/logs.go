@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/podlab/podlab/steps/runc"
 )
 
 // ErrNoLogs means the container has no log to show yet (it was never
@@ -29,6 +31,11 @@ type LogsOptions struct {
 	Follow bool
 	// Timestamps prints the CRI lines as stored (time, stream, tag).
 	Timestamps bool
+	// Exited, when set, tells Follow whether the run with that restart
+	// count has exited (then the rest is printed and Logs returns). Unset,
+	// the pod's status as given (not running) or a later run's log file
+	// says so.
+	Exited func(restart int) bool
 	// The kubelet API's options (PodLogOptions, as `kubectl logs` sends
 	// them through the API server). When any is set the log is read the
 	// way the kubelet's ReadLogs does:
@@ -55,26 +62,56 @@ type LogsSource struct {
 	Node        string
 	Container   string
 	ContainerID string
-	// Path is the CRI log file: <state>/nodes/<node>/containers/<id>/container.log.
+	// RestartCount is the run's restart count: its log file's N.
+	RestartCount int
+	// Path is the CRI log file the runtime writes, under the node's pod
+	// log root: <node>/logs/pods/<namespace>_<pod>_<uid>/<container>/<N>.log
+	// (/var/log/pods/... on a real node).
 	Path string
 	// Defaulted is set when no container was named and the pod has more
 	// than one: kubectl says "Defaulted container ... out of: ...".
 	Defaulted []string
 }
 
-// Logs is Logs of the kubelet's own node directory: what its API's
-// /containerLogs serves.
+// Logs is Logs of the kubelet's own node: what its API's /containerLogs
+// serves. Follow ends when the runtime reports the container exited
+// (ContainerStatus), or ctx ends.
 func (k *Kubelet) Logs(ctx context.Context, pod *corev1.Pod, w io.Writer, opts LogsOptions) (*LogsSource, error) {
 	if pod.Spec.NodeName != k.node {
 		return nil, fmt.Errorf("%w: pod %s is bound to %q, this is the kubelet of %s", ErrNotOnThisNode, pod.Name, pod.Spec.NodeName, k.node)
+	}
+	if opts.Exited == nil {
+		opts.Exited = func(restart int) bool {
+			st, err := k.Observe(ctx, pod)
+			if err != nil {
+				return false
+			}
+			cs := st.Container(opts.Container)
+			if cs == nil && len(st.Containers) > 0 {
+				cs = &st.Containers[0]
+			}
+			if cs == nil {
+				return true
+			}
+			for _, r := range cs.Runs {
+				if r.RestartCount == restart {
+					return r.State == RunExited
+				}
+			}
+			return true // removed
+		}
 	}
 	return Logs(ctx, k.cfg.StateDir, pod, w, opts)
 }
 
 // Logs writes a container's log to w as `kubectl logs` shows it: only the
-// text each line of the CRI log file holds. The kubelet serves that file
-// from its node; podlab reads it straight from the node directory the
-// pod's spec.nodeName names.
+// text each line of the CRI log file holds. The runtime writes that file
+// where the kubelet's ContainerConfig said (the sandbox's log_directory,
+// NAMESPACE_NAME_UID under the node's pod log root, and the container's
+// log_path, NAME/N.log, N its restart count), and the kubelet reads it
+// from there; podlab reads it straight from the node directory the pod's
+// spec.nodeName names. The latest run is the highest N, the previous one
+// the N before it.
 func Logs(ctx context.Context, stateDir string, pod *corev1.Pod, w io.Writer, opts LogsOptions) (*LogsSource, error) {
 	if pod.Spec.NodeName == "" {
 		return nil, fmt.Errorf("%w: pod %s is not scheduled to a node yet: no kubelet runs it", ErrNoLogs, pod.Name)
@@ -93,26 +130,17 @@ func Logs(ctx context.Context, stateDir string, pod *corev1.Pod, w io.Writer, op
 			src.Defaulted = names
 		}
 	}
-	found := false
-	for _, n := range names {
-		found = found || n == src.Container
-	}
-	if !found {
+	if !slices.Contains(names, src.Container) {
 		return nil, fmt.Errorf("%w: container %s is not valid for pod %s (choose one of: [%s])", ErrNoSuchContainer, src.Container, pod.Name, strings.Join(names, " "))
 	}
 	layout, err := NodeLayout(stateDir, pod.Spec.NodeName)
 	if err != nil {
 		return nil, err
 	}
-	all, err := layout.runs()
+	dir := filepath.Join(podLogsDirectory(layout.PodLogsDir(), pod), src.Container)
+	runs, err := logRuns(dir)
 	if err != nil {
 		return nil, err
-	}
-	var runs []runEntry
-	for _, r := range all {
-		if r.name.UID == pod.UID && r.name.Container == src.Container {
-			runs = append(runs, r)
-		}
 	}
 	want := len(runs) - 1
 	if opts.Previous {
@@ -128,25 +156,54 @@ func Logs(ctx context.Context, stateDir string, pod *corev1.Pod, w io.Writer, op
 		}
 		return nil, fmt.Errorf("%w: container %q in pod %q is waiting to start: %s", ErrNoLogs, src.Container, pod.Name, reason)
 	}
-	src.ContainerID = runs[want].id
-	rt := layout.runtime("")
-	src.Path = rt.LogPath(src.ContainerID)
-	if opts.kubeStyle() {
-		exited := func() bool {
-			_, err := os.Stat(rt.ExitPath(src.ContainerID))
-			return err == nil
+	src.RestartCount = runs[want]
+	src.Path = filepath.Join(dir, fmt.Sprintf("%d.log", src.RestartCount))
+	if cs := containerStatus(pod, src.Container); cs != nil {
+		switch {
+		case int(cs.RestartCount) == src.RestartCount:
+			src.ContainerID = strings.TrimPrefix(cs.ContainerID, "runc://")
+		case cs.LastTerminationState.Terminated != nil:
+			src.ContainerID = strings.TrimPrefix(cs.LastTerminationState.Terminated.ContainerID, "runc://")
 		}
-		err = readLog(ctx, src.Path, w, opts, exited)
-		if errors.Is(err, context.Canceled) {
-			err = nil
-		}
-		return src, err
 	}
-	err = rt.Logs(ctx, src.ContainerID, w, runc.LogsOptions{Follow: opts.Follow && !opts.Previous, Timestamps: opts.Timestamps})
+	exited := func() bool {
+		if opts.Exited != nil {
+			return opts.Exited(src.RestartCount)
+		}
+		// the pod's status says the container runs no more, or a later
+		// run's log says this one ended
+		if cs := containerStatus(pod, src.Container); cs != nil && cs.State.Running == nil && int(cs.RestartCount) == src.RestartCount {
+			return true
+		}
+		later, err := logRuns(dir)
+		return err != nil || len(later) == 0 || later[len(later)-1] > src.RestartCount
+	}
+	err = readLog(ctx, src.Path, w, opts, exited)
 	if errors.Is(err, context.Canceled) {
 		err = nil // Ctrl-C ends -f
 	}
 	return src, err
+}
+
+// logRuns are the restart counts of the container's log files in dir
+// (N.log), lowest first.
+func logRuns(dir string) ([]int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("listing the logs in %s: %w", dir, err)
+	}
+	var out []int
+	for _, e := range ents {
+		n, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok {
+			continue
+		}
+		if i, err := strconv.Atoi(n); err == nil && i >= 0 {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // timeFormatOut is how the kubelet prints a line's time for kubectl logs
@@ -160,8 +217,9 @@ const timeFormatOut = "2006-01-02T15:04:05.000000000Z07:00"
 // errLimitReached ends a read at LimitBytes.
 var errLimitReached = errors.New("limitBytes reached")
 
-// readLog writes the CRI log at path to w as the kubelet's ReadLogs does
-// for the kubelet API: the last TailLines full lines, those written at or
+// readLog writes the CRI log at path to w: the text of each line (the
+// stored line with Timestamps); for the kubelet API's options as the
+// kubelet's ReadLogs does: the last TailLines full lines, those written at or
 // after SinceTime, each prefixed with its time when TimestampPrefix, at
 // most LimitBytes bytes; with Follow it keeps reading until exited reports
 // the container ended (then prints the rest) or ctx ends.
@@ -175,12 +233,14 @@ func readLog(ctx context.Context, path string, w io.Writer, opts LogsOptions, ex
 	if opts.LimitBytes != nil {
 		lw.left = *opts.LimitBytes
 	}
-	write := func(l runc.LogLine) error {
+	write := func(l logLine) error {
 		if opts.SinceTime != nil && l.Time.Before(*opts.SinceTime) {
 			return nil
 		}
 		out := l.Message
-		if !l.Partial {
+		if opts.Timestamps && !opts.kubeStyle() {
+			out = l.raw + "\n"
+		} else if !l.Partial {
 			out += "\n"
 		}
 		if opts.TimestampPrefix {
@@ -204,13 +264,13 @@ func readLog(ctx context.Context, path string, w io.Writer, opts LogsOptions, ex
 				return fmt.Errorf("reading the log %s: %w", path, err)
 			}
 		}
-		var lines []runc.LogLine
+		var lines []logLine
 		for {
 			i := bytes.IndexByte(pending, '\n')
 			if i < 0 {
 				break
 			}
-			l, err := runc.ParseLogLine(string(pending[:i]))
+			l, err := parseLogLine(string(pending[:i]))
 			pending = pending[i+1:]
 			if err != nil {
 				return fmt.Errorf("reading the log %s: %w", path, err)
@@ -242,7 +302,7 @@ func readLog(ctx context.Context, path string, w io.Writer, opts LogsOptions, ex
 
 // tail keeps the CRI lines of the last n full lines: a line the runtime
 // split (tag P) counts once, with the F line that ends it.
-func tail(lines []runc.LogLine, n int64) []runc.LogLine {
+func tail(lines []logLine, n int64) []logLine {
 	if n <= 0 {
 		return nil
 	}
@@ -282,4 +342,49 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 		err = errLimitReached
 	}
 	return n, err
+}
+
+// criTime is the CRI log file's timestamp as containerd writes it:
+// RFC 3339 with up to nine digits of nanoseconds, trailing zeros dropped.
+const criTime = time.RFC3339Nano
+
+// logLine is one line of a CRI log file:
+//
+//	2026-12-02T12:00:00.123456789Z stdout F hello
+//
+// the time, the stream, F for a full line or P for part of a longer one,
+// and the text.
+type logLine struct {
+	Time    time.Time
+	Stream  string
+	Partial bool
+	Message string
+	raw     string
+}
+
+// parseLogLine parses one line of a CRI log file (without its newline).
+func parseLogLine(s string) (logLine, error) {
+	f := strings.SplitN(s, " ", 4)
+	if len(f) < 3 {
+		return logLine{}, fmt.Errorf("parsing CRI log line %q: want TIME STREAM TAG MESSAGE", s)
+	}
+	t, err := time.Parse(criTime, f[0])
+	if err != nil {
+		return logLine{}, fmt.Errorf("parsing CRI log line %q: %w", s, err)
+	}
+	l := logLine{Time: t, Stream: f[1], raw: s}
+	if l.Stream != "stdout" && l.Stream != "stderr" {
+		return logLine{}, fmt.Errorf("parsing CRI log line %q: stream %q is neither stdout nor stderr", s, f[1])
+	}
+	switch f[2] {
+	case "F":
+	case "P":
+		l.Partial = true
+	default:
+		return logLine{}, fmt.Errorf("parsing CRI log line %q: tag %q is neither F nor P", s, f[2])
+	}
+	if len(f) == 4 {
+		l.Message = f[3]
+	}
+	return l, nil
 }

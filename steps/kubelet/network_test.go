@@ -19,6 +19,7 @@ import (
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/cni"
+	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/up"
 )
@@ -110,8 +111,16 @@ func TestPodNetwork(t *testing.T) {
 	if err != nil || res.RuntimeConfigErr != nil || !res.RuntimeConfig.Changed {
 		t.Fatalf("the heartbeat did not hand the pod CIDR to the runtime: %+v %v", res, err)
 	}
-	if conf, err := os.ReadFile(res.RuntimeConfig.ConfList); err != nil || !strings.Contains(string(conf), `"subnet": "10.244.3.0/24"`) {
-		t.Fatalf("%s: %v\n%s", res.RuntimeConfig.ConfList, err, conf)
+	// The runtime rendered its network configuration from it.
+	confs, _ := filepath.Glob(filepath.Join(c.kubelet.Layout().CNIConfDir(), "*.conflist"))
+	if len(confs) != 1 {
+		t.Fatalf("the runtime's network configurations: %v, want one", confs)
+	}
+	if conf, err := os.ReadFile(confs[0]); err != nil || !strings.Contains(string(conf), `"subnet": "10.244.3.0/24"`) {
+		t.Fatalf("%s: %v\n%s", confs[0], err, conf)
+	}
+	if res, err := c.kubelet.Heartbeat(ctx); err != nil || res.RuntimeConfig.Changed {
+		t.Errorf("a second heartbeat handed the same pod CIDR again: %+v, %v", res.RuntimeConfig, err)
 	}
 
 	a := helloPod(t, "web-a")
@@ -127,8 +136,8 @@ func TestPodNetwork(t *testing.T) {
 		if ip == nil || !cidr.Contains(ip) || len(p.Status.PodIPs) != 1 || p.Status.PodIPs[0].IP != p.Status.PodIP {
 			t.Fatalf("pod %s: podIP %q podIPs %v, want one address in %s", p.Name, p.Status.PodIP, p.Status.PodIPs, cidr)
 		}
-		if _, err := os.Stat(c.kubelet.Network().ResultPath(cni.NetworkName, string(p.UID))); err != nil {
-			t.Errorf("pod %s: no CNI result JSON: %v", p.Name, err)
+		if sb := c.sandboxOf(t, p.UID); sb.Status.GetNetwork().GetIp() != p.Status.PodIP {
+			t.Errorf("pod %s: podIP %s, the runtime's PodSandboxStatus says %s", p.Name, p.Status.PodIP, sb.Status.GetNetwork().GetIp())
 		}
 	}
 	if pa.Status.PodIP == pb.Status.PodIP {
@@ -136,7 +145,7 @@ func TestPodNetwork(t *testing.T) {
 	}
 
 	// Pod to pod, by IP, over the node's bridge.
-	netnsA := c.kubelet.Layout().NamespacePath("net", pa.UID)
+	netnsA := c.sandboxOf(t, pa.UID).Info.Namespaces["net"]
 	if body := httpGet(t, netnsA, net.JoinHostPort(pb.Status.PodIP, "8080")); !strings.Contains(body, "web-b") {
 		t.Errorf("web-a asked web-b's IP and got:\n%s", body)
 	}
@@ -166,8 +175,8 @@ func TestPodNetwork(t *testing.T) {
 	if got := leases(t, c.kubelet); len(got) != 1 || got[0] != pb.Status.PodIP {
 		t.Errorf("host-local holds %v after web-a went, want only web-b's %s", got, pb.Status.PodIP)
 	}
-	if _, err := os.Stat(c.kubelet.Network().ResultPath(cni.NetworkName, string(pa.UID))); !os.IsNotExist(err) {
-		t.Errorf("web-a's CNI result outlived it: %v", err)
+	if sbs := c.sandboxesOf(t, pa.UID); len(sbs) != 0 {
+		t.Errorf("web-a's sandbox outlived it: %v", sbs)
 	}
 }
 
@@ -184,18 +193,21 @@ func TestPodNetwork_SandboxFails(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c := newCluster(t, func(cfg *kubelet.Config) { cfg.CNIBinDirs = []string{bin} })
+		c := newClusterWithRuntime(t, func(rc *cri.Config) { rc.CNIBinDirs = []string{bin} })
 		c.givePodCIDR(t, "10.244.4.0/24")
 		p := c.create(t, helloPod(t, "nobridge"))
 		if _, err := c.kubelet.SandboxStage(ctx, p); err == nil {
 			t.Fatal("the sandbox was made without the bridge plugin")
 		}
-		want := fmt.Sprintf(`Warning FailedCreatePodSandBox: Failed to create pod sandbox: failed to setup network for sandbox %q: plugin type="bridge" failed (add): failed to find plugin "bridge"`, p.UID)
-		if ev := c.events(t, p); !hasEvent(ev, want) {
-			t.Errorf("events %q, want one starting %s", ev, want)
+		want := `plugin type="bridge" failed (add): failed to find plugin "bridge"`
+		if ev := c.events(t, p); !hasEvent(ev, "Warning FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: ") || !strings.Contains(strings.Join(ev, "\n"), want) {
+			t.Errorf("events %q, want FailedCreatePodSandBox with the runtime's %s", ev, want)
 		}
-		if _, err := os.Lstat(c.kubelet.Layout().NamespacePath("net", p.UID)); !os.IsNotExist(err) {
-			t.Errorf("the failed sandbox's netns is left: %v", err)
+		if sbs := c.sandboxesOf(t, p.UID); len(sbs) != 0 {
+			t.Errorf("the runtime kept the failed sandbox: %v", sbs)
+		}
+		if ents, _ := os.ReadDir(c.kubelet.Layout().NamespaceDir("net")); len(ents) != 0 {
+			t.Errorf("the failed sandbox's netns is left: %v", ents)
 		}
 		if got := leases(t, c.kubelet); len(got) != 0 {
 			t.Errorf("host-local holds %v after a failed sandbox", got)
@@ -216,9 +228,9 @@ func TestPodNetwork_SandboxFails(t *testing.T) {
 		if _, err := c.kubelet.SandboxStage(ctx, second); err == nil {
 			t.Fatal("a second sandbox in a /30")
 		}
-		want := fmt.Sprintf(`Warning FailedCreatePodSandBox: Failed to create pod sandbox: failed to setup network for sandbox %q: plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set: 10.244.5.1-10.244.5.2`, second.UID)
-		if ev := c.events(t, second); !hasEvent(ev, want) {
-			t.Errorf("events %q, want one starting %s", ev, want)
+		want := `plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set: 10.244.5.1-10.244.5.2`
+		if ev := c.events(t, second); !hasEvent(ev, "Warning FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: ") || !strings.Contains(strings.Join(ev, "\n"), want) {
+			t.Errorf("events %q, want FailedCreatePodSandBox with the runtime's %s", ev, want)
 		}
 		if got := leases(t, c.kubelet); len(got) != 1 {
 			t.Errorf("host-local holds %v, want the first pod's address alone", got)
@@ -234,8 +246,8 @@ func TestPodNetwork_SandboxFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			notes = append(notes, res.NetworkNote)
-			if res.Network != nil || !res.Sandbox.Ready {
-				t.Errorf("%s: network %+v, ready %v; want lo only, ready", name, res.Network, res.Sandbox.Ready)
+			if len(res.Sandbox.IPs) != 0 || !res.Sandbox.Ready {
+				t.Errorf("%s: IPs %v, ready %v; want lo only, ready", name, res.Sandbox.IPs, res.Sandbox.Ready)
 			}
 		}
 		if !strings.Contains(notes[0], "--allocate-node-cidrs") || notes[1] != "" {

@@ -9,14 +9,14 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/podlab/podlab/steps/pki"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/podlab/podlab/steps/pki"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -84,7 +84,7 @@ func (k *Kubelet) Register(ctx context.Context) (*NodeResult, error) {
 	obj, err := k.client.Create(ctx, node)
 	if err == nil {
 		res := &NodeResult{Node: obj.(*corev1.Node), Created: true}
-		res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(res.Node)
+		res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(ctx, res.Node)
 		res.Took = time.Since(start)
 		return res, nil
 	}
@@ -95,7 +95,7 @@ func (k *Kubelet) Register(ctx context.Context) (*NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(res.Node)
+	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(ctx, res.Node)
 	res.Took = time.Since(start)
 	return res, nil
 }
@@ -108,7 +108,7 @@ func (k *Kubelet) Heartbeat(ctx context.Context) (*NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(res.Node)
+	res.RuntimeConfig, res.RuntimeConfigErr = k.UpdateRuntimeConfig(ctx, res.Node)
 	res.Heartbeat, res.Took = true, time.Since(start)
 	return res, nil
 }
@@ -339,22 +339,6 @@ func osImage() string {
 		}
 	}
 	return runtime.GOOS
-}
-
-// runtimeVersion is "1.5.3" from `runc --version` ("runc version 1.5.3").
-func runtimeVersion(bin string) string {
-	if bin == "" {
-		return "unknown"
-	}
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		return "unknown"
-	}
-	first, _, _ := strings.Cut(string(out), "\n")
-	if f := strings.Fields(first); len(f) >= 3 && f[1] == "version" {
-		return f[2]
-	}
-	return strings.TrimSpace(first)
 }
 
 // nodeIP is the InternalIP the kubelet reports: the address its API

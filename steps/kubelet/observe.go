@@ -1,40 +1,41 @@
 package kubelet
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/podlab/podlab/steps/pull"
-	"github.com/podlab/podlab/steps/runc"
-	"github.com/podlab/podlab/steps/unpack"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// PodState is what a node holds of a pod, plus the kubelet's memory of its
-// image pull back-offs: everything NextStage needs besides the pod itself.
-// Observe reads it from the node directory; nothing here is stored by the
-// kubelet for its own use.
+// PodState is what the node's runtime holds of a pod, as the kubelet's
+// GetPodStatus reads it over CRI (ListPodSandbox and ListContainers by the
+// label io.kubernetes.pod.uid, then PodSandboxStatus and ContainerStatus;
+// ImageStatus for each image), plus the kubelet's memory of its failed
+// stages' back-offs: everything NextStage needs besides the pod itself.
+// The kubelet stores nothing of the runtime's for its own use.
 type PodState struct {
 	// Now is when the state was read; back-offs are compared with it.
-	Now    time.Time
-	Node   string
-	Layout Layout
-	// Sandbox is the pod's pinned namespaces.
+	Now  time.Time
+	Node string
+	// Sandbox is the pod's newest sandbox, as the runtime reports it.
 	Sandbox Sandbox
+	// Sandboxes counts the pod's sandboxes, ready or not: the attempt of
+	// the next one.
+	Sandboxes int
 	// Containers are the pod's containers, in the spec's order.
 	Containers []ContainerState
 	// Leftovers is true while anything of the pod remains on the node:
-	// runtime containers, bundles, namespace mounts, volumes.
+	// the runtime's sandboxes and containers, the kubelet's pod directory
+	// (volumes, subPath mounts, the user namespace record).
 	Leftovers bool
+
+	cri *criPodStatus
 }
 
 // Container returns the state of the container called name, or nil.
@@ -47,6 +48,37 @@ func (s *PodState) Container(name string) *ContainerState {
 	return nil
 }
 
+// Sandbox is a pod's sandbox as the runtime reports it (PodSandboxStatus).
+type Sandbox struct {
+	// ID is the runtime's id of the sandbox; "" when the pod has none.
+	ID string
+	// Attempt is its metadata's attempt: how many sandboxes the pod had
+	// before it.
+	Attempt uint32
+	// Ready is true while its state is SANDBOX_READY.
+	Ready bool
+	// HostNetwork: the pod uses the node's network namespace.
+	HostNetwork bool
+	// Hostname is the pod's hostname, as the sandbox config gives it.
+	Hostname string
+	// IPs are the pod's addresses, its IP first (empty with no pod network).
+	IPs []string
+	// Handler is the runtime handler it runs with ("" is the runtime's
+	// default).
+	Handler string
+	// Namespaces maps each namespace kind the runtime pinned to its path,
+	// Record is the runtime's record of the sandbox, PodDir its
+	// directory and CgroupParent the cgroup it was given: from the verbose
+	// PodSandboxStatus (`crictl inspectp`), when the runtime gives them.
+	Namespaces   map[string]string
+	Record       string
+	PodDir       string
+	CgroupParent string
+	// UserNamespace is the pod's range of host ids (hostUsers: false), as
+	// the kubelet recorded it.
+	UserNamespace *UserNamespace
+}
+
 // ContainerState is one container of a pod as the node holds it.
 type ContainerState struct {
 	Name string
@@ -57,20 +89,11 @@ type ContainerState struct {
 	Ref    string
 	RefErr error
 	Policy corev1.PullPolicy
-	// Present: the node's content store has the image. ImageID is its
-	// repository@digest, ImageSize its config and layers, compressed.
+	// Present: the runtime's ImageStatus has the image. ImageID is its
+	// repository@digest, ImageSize its size as the runtime reports it.
 	Present   bool
 	ImageID   string
 	ImageSize int64
-
-	// Bundle is the container's bundle directory; Rootfs tells whether its
-	// rootfs/ exists; Config is its config.json when that exists, written
-	// for restart ConfigRestart (-1 when there is none).
-	Bundle        string
-	Rootfs        bool
-	Config        string
-	ConfigRestart int
-	ConfigImageID string
 
 	// Runs are the runtime's containers for it, one per restart, oldest
 	// first (the kubelet keeps the latest and the one before).
@@ -83,9 +106,9 @@ type ContainerState struct {
 	CrashBackOffUntil time.Time
 	// FailedStage, FailedReason and FailedErr are this kubelet's memory of
 	// the last failure of a stage before the container runs (a pull, a
-	// config error, runc create), and BackOff and BackOffUntil the wait
-	// before the next try. A kubelet started afresh remembers none, as in
-	// Kubernetes.
+	// config error, CreateContainer), and BackOff and BackOffUntil the
+	// wait before the next try. A kubelet started afresh remembers none,
+	// as in Kubernetes.
 	FailedStage  StageName
 	FailedReason string
 	FailedErr    string
@@ -109,60 +132,71 @@ func (c *ContainerState) Previous() *Run {
 	return &c.Runs[len(c.Runs)-2]
 }
 
-// Run states, as the CRI reports a container's.
+// Run states, from the CRI's container states.
 const (
-	RunCreated = "created" // runc create done, the app not started
-	RunRunning = "running"
-	RunExited  = "exited"
+	RunCreated = "created" // CONTAINER_CREATED: made, not started
+	RunRunning = "running" // CONTAINER_RUNNING
+	RunExited  = "exited"  // CONTAINER_EXITED, or UNKNOWN (exit code 255)
 )
 
 // Run is one runtime container of a pod's container: one per restart.
 type Run struct {
-	ID           string
+	ID string
+	// RestartCount is its metadata's attempt.
 	RestartCount int
 	State        string
-	// Exit is how it ended, from the shim's exit.json (State exited).
-	Exit    *runc.Exit
-	LogPath string
+	// Exit is how it ended (State exited).
+	Exit *Exit
+	// LogPath is its CRI log file (the config's log_path under the
+	// sandbox's log_directory).
+	LogPath   string
+	StartedAt time.Time
+	// ImageRef is the image it runs, as the runtime reports it.
+	ImageRef string
 }
 
-// Observe reads what the node holds of pod: sandbox, images, bundles,
-// runtime containers and their exits.
-func (k *Kubelet) Observe(pod *corev1.Pod) (*PodState, error) {
+// Exit is how a container ended, from ContainerStatus: its exit code, when,
+// and the runtime's reason (Completed, Error, OOMKilled, ...). A container
+// in state UNKNOWN counts as exited with code 255, as the kubelet counts a
+// container whose runtime lost track of it.
+type Exit struct {
+	Code     int
+	ExitedAt time.Time
+	Reason   string
+	Message  string
+}
+
+// Observe reads what the node's runtime holds of pod over CRI: its
+// sandboxes, its containers and their exits, its images.
+func (k *Kubelet) Observe(ctx context.Context, pod *corev1.Pod) (*PodState, error) {
 	now := k.now()
-	st := &PodState{Now: now, Node: k.node, Layout: k.layout, Sandbox: k.layout.observeSandbox(pod)}
-	k.observeNetwork(pod, &st.Sandbox)
-	runs, err := k.listRuns()
+	ps, err := k.cri.podStatus(ctx, pod.UID)
 	if err != nil {
 		return nil, err
 	}
-	rt := k.runtimeOrDefault(pod.UID)
+	st := &PodState{Now: now, Node: k.node, Sandbox: sandboxOf(pod, ps), Sandboxes: len(ps.Sandboxes), cri: ps}
+	if usesUserNamespace(pod) {
+		if u, ok, err := readUserNamespace(k.layout.UserNamespaceFile(pod.UID)); err == nil && ok {
+			st.Sandbox.UserNamespace = &u
+		}
+	}
 	for _, c := range pod.Spec.Containers {
-		cs := ContainerState{Name: c.Name, Image: c.Image, Policy: c.ImagePullPolicy, ConfigRestart: -1,
-			Bundle: k.layout.Bundle(pod.UID, c.Name)}
-		if r, err := pull.ParseReference(c.Image); err != nil {
+		cs := ContainerState{Name: c.Name, Image: c.Image, Policy: c.ImagePullPolicy}
+		if r, err := parseImageRef(c.Image); err != nil {
 			cs.RefErr = err
 		} else {
-			cs.Ref = r.String()
-			if d, err := k.store.Inspect(cs.Ref); err == nil {
+			cs.Ref = r.Ref
+			img, err := k.cri.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: c.Image}})
+			if err == nil && img.GetImage() != nil {
 				cs.Present = true
-				cs.ImageID = imageID(d)
-				cs.ImageSize = d.Config.Size
-				for _, l := range d.Layers {
-					cs.ImageSize += l.Size
-				}
+				cs.ImageID = repoDigest(img.Image, r.Repo)
+				cs.ImageSize = int64(img.Image.GetSize())
 			}
 		}
-		// A rootfs is there when its directory is, and, for an overlay
-		// (the bundle's snapshot.json), when it is mounted: after a reboot
-		// the directory stays and the mount does not.
-		cs.Rootfs = unpack.RootfsReady(cs.Bundle)
-		if n, img, ok := readBundleConfig(filepath.Join(cs.Bundle, "config.json")); ok {
-			cs.Config, cs.ConfigRestart, cs.ConfigImageID = filepath.Join(cs.Bundle, "config.json"), n, img
-		}
-		for _, r := range runs {
-			if r.name.UID == pod.UID && r.name.Container == c.Name {
-				cs.Runs = append(cs.Runs, k.readRun(rt, r.id, r.name.RestartCount))
+		// oldest first
+		for i := len(ps.Containers) - 1; i >= 0; i-- {
+			if s := ps.Containers[i]; s.GetMetadata().GetName() == c.Name {
+				cs.Runs = append(cs.Runs, runOf(s, now))
 			}
 		}
 		if l := cs.Latest(); l != nil && l.State == RunExited && shouldRestart(pod, l.Exit) {
@@ -175,137 +209,100 @@ func (k *Kubelet) Observe(pod *corev1.Pod) (*PodState, error) {
 		}
 		st.Containers = append(st.Containers, cs)
 	}
-	st.Leftovers = k.podLeftovers(pod.UID)
+	st.Leftovers = len(ps.Sandboxes) > 0 || len(ps.Containers) > 0 || k.kubeletPodDir(pod.UID)
 	return st, nil
 }
 
-// imageID is the status's imageID: repository@digest, the digest the
-// registry resolved the reference to.
-func imageID(d *pull.ImageDetails) string {
-	dig := d.Resolved
-	if dig == "" {
-		dig = d.Manifest.Digest.String()
+// sandboxOf is the pod's newest sandbox in ps.
+func sandboxOf(pod *corev1.Pod, ps *criPodStatus) Sandbox {
+	sb := Sandbox{HostNetwork: pod.Spec.HostNetwork, Hostname: podHostname(pod)}
+	if len(ps.Sandboxes) == 0 {
+		return sb
 	}
-	repo := d.Reference
-	if r, err := pull.ParseReference(d.Reference); err == nil {
-		repo = r.Registry + "/" + r.Repository
+	s := ps.Sandboxes[0]
+	sb.ID, sb.Attempt, sb.Handler = s.Id, s.GetMetadata().GetAttempt(), s.RuntimeHandler
+	sb.Ready = s.State == runtimeapi.PodSandboxState_SANDBOX_READY
+	if sb.Ready {
+		sb.IPs = ps.IPs()
 	}
-	return repo + "@" + dig
+	if i := ps.SandboxInfo[s.Id]; i != nil {
+		sb.Namespaces, sb.Record, sb.PodDir, sb.CgroupParent = i.Namespaces, i.Record, i.PodDir, i.CgroupParent
+	}
+	return sb
 }
 
-// readBundleConfig reads the restartCount and image annotations of a
-// bundle's config.json.
-func readBundleConfig(path string) (restart int, image string, ok bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return -1, "", false
+// runOf is a container's status as a Run.
+func runOf(s *runtimeapi.ContainerStatus, now time.Time) Run {
+	r := Run{ID: s.Id, RestartCount: int(s.GetMetadata().GetAttempt()), LogPath: s.LogPath, ImageRef: s.ImageRef}
+	if s.StartedAt > 0 {
+		r.StartedAt = time.Unix(0, s.StartedAt).UTC()
 	}
-	var s struct {
-		Annotations map[string]string `json:"annotations"`
-	}
-	if json.Unmarshal(b, &s) != nil {
-		return -1, "", false
-	}
-	n, err := strconv.Atoi(s.Annotations[AnnotationRestartCount])
-	if err != nil {
-		return -1, "", false
-	}
-	return n, s.Annotations[AnnotationImageID], true
-}
-
-// runEntry is a runtime container found on the node.
-type runEntry struct {
-	id   string
-	name ContainerName
-}
-
-// listRuns lists the node's runtime containers made by a kubelet, from
-// podlab's containers/ and runc's root, sorted by pod, container and
-// restart count.
-func (k *Kubelet) listRuns() ([]runEntry, error) { return k.layout.runs() }
-
-func (l Layout) runs() ([]runEntry, error) {
-	seen := map[string]bool{}
-	var out []runEntry
-	for _, dir := range []string{l.ContainersDir(), l.RuncRoot()} {
-		ents, err := os.ReadDir(dir)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("listing the node's containers: %w", err)
-		}
-		for _, e := range ents {
-			n, ok := ParseContainerID(e.Name())
-			if !ok || !e.IsDir() || seen[e.Name()] {
-				continue
-			}
-			seen[e.Name()] = true
-			out = append(out, runEntry{id: e.Name(), name: n})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].name, out[j].name
-		if a.UID != b.UID || a.Container != b.Container {
-			return out[i].id < out[j].id
-		}
-		return a.RestartCount < b.RestartCount
-	})
-	return out, nil
-}
-
-// readRun reads a runtime container's state from its files: runc's
-// exec.fifo exists while it is created and not started; the shim writes
-// exit.json when it exits. A container whose shim is gone without an
-// exit.json (the machine restarted, the shim was killed) counts as exited
-// with code 255, as containerd reports a container whose shim died.
-func (k *Kubelet) readRun(rt *runc.Runtime, id string, restart int) Run {
-	r := Run{ID: id, RestartCount: restart, LogPath: rt.LogPath(id)}
-	if b, err := os.ReadFile(rt.ExitPath(id)); err == nil {
-		var ex runc.Exit
-		if json.Unmarshal(b, &ex) == nil {
-			r.State, r.Exit = RunExited, &ex
-			return r
-		}
-	}
-	if rt.Created(id) {
+	switch s.State {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
 		r.State = RunCreated
-		return r
-	}
-	if _, err := os.Stat(rt.StateFile(id)); err == nil && processAlive(readPidFile(filepath.Join(rt.ContainerDir(id), "shim.pid"))) {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
 		r.State = RunRunning
-		return r
-	}
-	// Exited, but not through the shim; or exit.json is being written.
-	if b, err := os.ReadFile(rt.ExitPath(id)); err == nil {
-		var ex runc.Exit
-		if json.Unmarshal(b, &ex) == nil {
-			r.State, r.Exit = RunExited, &ex
-			return r
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		r.State = RunExited
+		r.Exit = &Exit{Code: int(s.ExitCode), ExitedAt: time.Unix(0, s.FinishedAt).UTC(), Reason: s.Reason, Message: s.Message}
+	default:
+		at := now.UTC()
+		if s.CreatedAt > 0 {
+			at = time.Unix(0, s.CreatedAt).UTC()
 		}
-	}
-	r.State, r.Exit = RunExited, &runc.Exit{Code: 255, ExitedAt: k.now().UTC()}
-	if fi, err := os.Stat(rt.ContainerDir(id)); err == nil {
-		r.Exit.ExitedAt = fi.ModTime().UTC()
+		r.State = RunExited
+		r.Exit = &Exit{Code: 255, ExitedAt: at, Reason: "Unknown", Message: s.Message}
 	}
 	return r
 }
 
-func readPidFile(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(string(bytes.TrimSpace(b)))
-	return n
+// sandboxInfo is what the verbose PodSandboxStatus of podlab's runtime
+// says of a sandbox (its info["info"], as crictl inspectp shows it).
+type sandboxInfo struct {
+	Record       string            `json:"record"`
+	Namespaces   map[string]string `json:"namespaces"`
+	CgroupParent string            `json:"cgroupParent"`
+	PodDir       string            `json:"podDir"`
 }
 
-// processAlive reports whether pid runs (a zombie does not).
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
+// containerInfo is what the verbose ContainerStatus of podlab's runtime
+// says of a container (crictl inspect): where its record, bundle,
+// config.json and runc state are, its pids, and the spec it runs with.
+type containerInfo struct {
+	SandboxID   string          `json:"sandboxID"`
+	Record      string          `json:"record"`
+	Bundle      string          `json:"bundle"`
+	Config      string          `json:"config"`
+	RuntimeDir  string          `json:"runtimeDir"`
+	Pid         int             `json:"pid"`
+	ShimPid     int             `json:"shimPid"`
+	RuncState   string          `json:"runcState"`
+	RuntimeSpec json.RawMessage `json:"runtimeSpec"`
+}
+
+// kubeletPodDir reports whether the kubelet has files of the pod: in its
+// pod directory, its volumes, subPath mounts or user namespace record (the
+// runtime keeps directories of its own there too, named by sandbox id,
+// never by a pod's uid); its log directory.
+func (k *Kubelet) kubeletPodDir(uid types.UID) bool {
+	for _, p := range []string{filepath.Join(k.layout.PodDir(uid), "volumes"), k.layout.SubPathsDir(uid), k.layout.UserNamespaceFile(uid)} {
+		if _, err := os.Lstat(p); err == nil {
+			return true
+		}
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
+	logs, _ := filepath.Glob(filepath.Join(k.layout.PodLogsDir(), "*_*_"+string(uid)))
+	return len(logs) > 0
+}
+
+// podHostname is the pod's hostname: spec.hostname, else the pod's name,
+// cut to 63 characters as the kubelet does.
+func podHostname(pod *corev1.Pod) string {
+	h := pod.Spec.Hostname
+	if h == "" {
+		h = pod.Name
 	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
 }

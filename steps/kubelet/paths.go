@@ -2,29 +2,17 @@ package kubelet
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
-// Annotations on a container's config.json, with the names the kubelet gives
-// its containers' labels: they tie the bundle to the pod and to the restart
-// it was written for.
-const (
-	AnnotationPodName      = "io.kubernetes.pod.name"
-	AnnotationPodNamespace = "io.kubernetes.pod.namespace"
-	AnnotationPodUID       = "io.kubernetes.pod.uid"
-	AnnotationContainer    = "io.kubernetes.container.name"
-	AnnotationRestartCount = "io.kubernetes.container.restartCount"
-	// AnnotationImageID is the image the bundle was unpacked from
-	// (repository@digest), reported as the container's imageID.
-	AnnotationImageID = "io.podlab.image.id"
-)
+// AnnotationRestartCount is the container config's annotation with the
+// restart count, as the kubelet writes it (the metadata's attempt says the
+// same to the runtime).
+const AnnotationRestartCount = "io.kubernetes.container.restartCount"
 
 // NodeLayout is the layout of node's runtime under the state directory
 // stateDir (made absolute, so the cgroup root does not depend on the
@@ -37,21 +25,15 @@ func NodeLayout(stateDir, node string) (Layout, error) {
 	return Layout{Node: l.Node(node), Claims: statedir.MachineUsernsClaims()}, nil
 }
 
-// Layout is where a node's runtime keeps its files and cgroups (see the
-// package doc and steps/statedir); the kubelet adds pod-shaped helpers.
+// Layout is the node's directory (steps/statedir): the kubelet's own files
+// in it (pods/<uid>: volumes, subPath mounts, the user namespace record;
+// logs/pods; seccomp/) and its cgroup root; the runtime's files are the
+// runtime's, and the kubelet learns them over CRI.
 type Layout struct {
 	statedir.Node
 	// Claims are the machine-wide claims on user namespace ranges
 	// (statedir.MachineUsernsClaims; another directory only in tests).
 	Claims statedir.UsernsClaims
-}
-
-// PodBundles is the directory of a pod's bundles.
-func (l Layout) PodBundles(uid types.UID) string { return l.Node.PodBundles(string(uid)) }
-
-// Bundle is the bundle of one of a pod's containers.
-func (l Layout) Bundle(uid types.UID, container string) string {
-	return l.Node.Bundle(string(uid), container)
 }
 
 // PodDir holds a pod's volumes, as /var/lib/kubelet/pods/<uid>.
@@ -61,26 +43,6 @@ func (l Layout) PodDir(uid types.UID) string { return l.Node.PodDir(string(uid))
 func (l Layout) EmptyDir(uid types.UID, volume string) string {
 	return l.Node.EmptyDir(string(uid), volume)
 }
-
-// runtime is the node's runc, with the given binary. Its CgroupParent is
-// empty: deleting a container removes only the container's own cgroup; the
-// pod's cgroup and the QoS tiers are the kubelet's, which removes the pod's
-// when the pod goes (removePodCgroups) and keeps the tiers.
-func (l Layout) runtime(binary string) *runc.Runtime {
-	r := l.Node.Runtime()
-	return &runc.Runtime{Binary: binary, Root: r.RuncRoot(), StateDir: r.Dir}
-}
-
-// handlerRuntime is the node's runtime of handler h: its binary and flags,
-// its own --root (runc's is RuncRoot), the node's containers/ as every
-// handler's (container IDs are unique on a node).
-func (l Layout) handlerRuntime(h runc.Handler) *runc.Runtime {
-	r := l.Node.Runtime()
-	return runc.NewRuntime(h, r.HandlerRoot(h.Name), r.Dir)
-}
-
-// SandboxRecord is where a pod's sandbox records its runtime handler.
-func (l Layout) SandboxRecord(uid types.UID) string { return l.Node.SandboxRecord(string(uid)) }
 
 // SubPathsDir holds the bind mounts of a pod's volumeMounts with a subPath,
 // as /var/lib/kubelet/pods/<uid>/volume-subpaths.
@@ -93,64 +55,8 @@ func (l Layout) SubPath(uid types.UID, volume, container string, index int) stri
 	return l.Node.SubPath(string(uid), volume, container, index)
 }
 
-// NamespacePath is the bind mount that pins one of a pod's namespaces: kind
-// is user (hostUsers: false), net, ipc or uts; the kubelet's own sandbox
-// pins no pid namespace, the CRI runtime's may (statedir.NamespaceKinds).
-func (l Layout) NamespacePath(kind string, uid types.UID) string {
-	return l.NamespaceFile(kind, string(uid))
-}
-
 // UserNamespaceFile is where the pod's range is recorded.
 func (l Layout) UserNamespaceFile(uid types.UID) string { return l.UsernsRecord(string(uid)) }
-
-// ContainerID is the runtime's name for a container of a pod, one per
-// restart: k8s_<container>_<pod>_<namespace>_<pod-uid>_<restartCount>.
-// Container, pod and namespace names cannot hold '_', so the ID splits back
-// (see ParseContainerID). The ID names directories (runc's state, the
-// cgroup), which hold at most 255 bytes: a pod name longer than
-// maxPodNameInID is cut there (the uid still tells pods apart).
-func ContainerID(pod *corev1.Pod, container string, restartCount int) string {
-	name := pod.Name
-	if len(name) > maxPodNameInID {
-		name = strings.TrimRight(name[:maxPodNameInID], "-.")
-	}
-	return fmt.Sprintf("k8s_%s_%s_%s_%s_%d", container, name, pod.Namespace, pod.UID, restartCount)
-}
-
-// maxPodNameInID keeps a container ID under 255 bytes: "k8s_", a
-// container name and a namespace of at most 63, a uid of 36, the count.
-const maxPodNameInID = 60
-
-// ContainerName is what a container ID says about its pod and container.
-type ContainerName struct {
-	Container, Pod, Namespace string
-	UID                       types.UID
-	RestartCount              int
-}
-
-// ParseContainerID splits an ID made by ContainerID; ok is false for any
-// other name (a container podlab's kubelet did not make).
-func ParseContainerID(id string) (ContainerName, bool) {
-	f := strings.Split(id, "_")
-	if len(f) != 6 || f[0] != "k8s" {
-		return ContainerName{}, false
-	}
-	n, err := strconv.Atoi(f[5])
-	if err != nil || n < 0 {
-		return ContainerName{}, false
-	}
-	return ContainerName{Container: f[1], Pod: f[2], Namespace: f[3], UID: types.UID(f[4]), RestartCount: n}, true
-}
-
-// CgroupsPath is a container's cgroup, under its pod's (PodCgroupPath):
-// <node cgroup root>/kubepods/[burstable/|besteffort/]pod<uid>/<container-id>.
-func (l Layout) CgroupsPath(pod *corev1.Pod, containerID string) (string, error) {
-	p, err := l.PodCgroupPath(pod)
-	if err != nil {
-		return "", err
-	}
-	return p + "/" + containerID, nil
-}
 
 // RuntimeContainerID is the status's containerID: runc://<id>, as
 // containerd's is containerd://<id>.

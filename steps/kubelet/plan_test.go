@@ -1,6 +1,7 @@
 package kubelet_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,11 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podlab/podlab/steps/kubelet"
-	"github.com/podlab/podlab/steps/runc"
 )
 
 // TestNextStage: the stage model, on node states written by hand (no
-// root, no runc).
+// root, no runtime): pull, then create (the runtime unpacks and writes the
+// spec inside CreateContainer), then start.
 func TestNextStage(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	pod := func(policy corev1.PullPolicy, restart corev1.RestartPolicy) *corev1.Pod {
@@ -33,7 +34,7 @@ func TestNextStage(t *testing.T) {
 	}
 	exited := func(n, code int, ago time.Duration) kubelet.Run {
 		return kubelet.Run{ID: "k8s_web_web_default_u1_" + string(rune('0'+n)), RestartCount: n, State: kubelet.RunExited,
-			Exit: &runc.Exit{Code: code, ExitedAt: now.Add(-ago)}}
+			Exit: &kubelet.Exit{Code: code, ExitedAt: now.Add(-ago)}}
 	}
 	deleting := pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways)
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
@@ -55,40 +56,36 @@ func TestNextStage(t *testing.T) {
 	}{
 		{"no sandbox", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
 			&kubelet.PodState{Now: now, Containers: []kubelet.ContainerState{{Name: "web"}}}, kubelet.StageSandbox, 0},
-		{"image missing", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways), state(kubelet.ContainerState{ConfigRestart: -1}), kubelet.StagePull, 0},
+		{"image missing", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways), state(kubelet.ContainerState{}), kubelet.StagePull, 0},
 		{"IfNotPresent and stored, not checked for this run", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Present: true, ConfigRestart: -1}), kubelet.StagePull, 0},
+			state(kubelet.ContainerState{Present: true}), kubelet.StagePull, 0},
 		{"IfNotPresent, checked for this run (the status says)", checked,
-			state(kubelet.ContainerState{Present: true, ConfigRestart: -1}), kubelet.StageUnpack, 0},
+			state(kubelet.ContainerState{Present: true}), kubelet.StageCreate, 0},
 		{"Always and stored, not pulled for this run", pod(corev1.PullAlways, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Policy: corev1.PullAlways, Present: true, ConfigRestart: -1}), kubelet.StagePull, 0},
+			state(kubelet.ContainerState{Policy: corev1.PullAlways, Present: true}), kubelet.StagePull, 0},
 		{"Always, pulled for this run (the status says)", alwaysPulled,
-			state(kubelet.ContainerState{Policy: corev1.PullAlways, Present: true, ConfigRestart: -1}), kubelet.StageUnpack, 0},
+			state(kubelet.ContainerState{Policy: corev1.PullAlways, Present: true}), kubelet.StageCreate, 0},
 		{"Never and missing", pod(corev1.PullNever, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Policy: corev1.PullNever, ConfigRestart: -1}), kubelet.StagePull, 0},
+			state(kubelet.ContainerState{Policy: corev1.PullNever}), kubelet.StagePull, 0},
 		{"unknown policy", pod("Sometimes", corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Policy: "Sometimes", Present: true, ConfigRestart: -1}), kubelet.StagePull, 0},
-		{"rootfs, no config", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: -1}), kubelet.StageSpec, 0},
-		{"config for this run", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0}), kubelet.StageCreate, 0},
+			state(kubelet.ContainerState{Policy: "Sometimes", Present: true}), kubelet.StagePull, 0},
 		{"created", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0, Runs: []kubelet.Run{{ID: "x", State: kubelet.RunCreated}}}), kubelet.StageStart, 0},
+			state(kubelet.ContainerState{Present: true, Runs: []kubelet.Run{{ID: "x", State: kubelet.RunCreated}}}), kubelet.StageStart, 0},
 		{"running", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0, Runs: []kubelet.Run{{ID: "x", State: kubelet.RunRunning}}}), kubelet.StageRunning, 0},
+			state(kubelet.ContainerState{Present: true, Runs: []kubelet.Run{{ID: "x", State: kubelet.RunRunning}}}), kubelet.StageRunning, 0},
 		{"exited, Always, no back-off after the first run: the image is checked again", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0, Runs: []kubelet.Run{exited(0, 1, time.Second)}}), kubelet.StagePull, 1},
+			state(kubelet.ContainerState{Present: true, Runs: []kubelet.Run{exited(0, 1, time.Second)}}), kubelet.StagePull, 1},
 		{"exited, in CrashLoopBackOff", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 1, Runs: []kubelet.Run{exited(1, 1, time.Second)},
+			state(kubelet.ContainerState{Present: true, Runs: []kubelet.Run{exited(1, 1, time.Second)},
 				CrashBackOffUntil: now.Add(9 * time.Second)}), kubelet.StageBackOff, 1},
 		{"exited 0, OnFailure: done", pod(corev1.PullIfNotPresent, corev1.RestartPolicyOnFailure),
-			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0, Runs: []kubelet.Run{exited(0, 0, time.Second)}}), kubelet.StageExited, 0},
+			state(kubelet.ContainerState{Present: true, Runs: []kubelet.Run{exited(0, 0, time.Second)}}), kubelet.StageExited, 0},
 		{"exited 1, Never: done", pod(corev1.PullIfNotPresent, corev1.RestartPolicyNever),
-			state(kubelet.ContainerState{Present: true, Rootfs: true, ConfigRestart: 0, Runs: []kubelet.Run{exited(0, 1, time.Second)}}), kubelet.StageExited, 0},
+			state(kubelet.ContainerState{Present: true, Runs: []kubelet.Run{exited(0, 1, time.Second)}}), kubelet.StageExited, 0},
 		{"pull failed, in ImagePullBackOff", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{ConfigRestart: -1, FailedStage: kubelet.StagePull, BackOffUntil: now.Add(time.Second)}), kubelet.StageBackOff, 0},
+			state(kubelet.ContainerState{FailedStage: kubelet.StagePull, BackOffUntil: now.Add(time.Second)}), kubelet.StageBackOff, 0},
 		{"pull back-off over", pod(corev1.PullIfNotPresent, corev1.RestartPolicyAlways),
-			state(kubelet.ContainerState{ConfigRestart: -1, FailedStage: kubelet.StagePull, BackOffUntil: now.Add(-time.Second)}), kubelet.StagePull, 0},
+			state(kubelet.ContainerState{FailedStage: kubelet.StagePull, BackOffUntil: now.Add(-time.Second)}), kubelet.StagePull, 0},
 		{"being deleted, running", deleting,
 			state(kubelet.ContainerState{Runs: []kubelet.Run{{ID: "x", State: kubelet.RunRunning}}}), kubelet.StageKill, 0},
 		{"being deleted, stopped", deleting,
@@ -98,6 +95,9 @@ func TestNextStage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := kubelet.NextStage(tt.pod, tt.st)
+			if s.Name == "unpack" || s.Name == "spec" {
+				t.Fatalf("NextStage %s: the kubelet has no such stage", s.Name)
+			}
 			if s.Name != tt.want || s.RestartCount != tt.restart {
 				t.Errorf("NextStage: %s (restart %d): %s; want %s (restart %d)", s.Name, s.RestartCount, s.Why, tt.want, tt.restart)
 			}
@@ -111,26 +111,27 @@ func TestNextStage(t *testing.T) {
 	}
 }
 
-// TestContainerID: IDs split back into what they name; other names do not.
-func TestContainerID(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f", Namespace: "team-a", UID: "0f19-ab"}}
-	id := kubelet.ContainerID(pod, "side-car", 3)
-	if id != "k8s_side-car_web-7d9f_team-a_0f19-ab_3" {
-		t.Errorf("ContainerID: %s", id)
-	}
-	n, ok := kubelet.ParseContainerID(id)
-	if !ok || n.Container != "side-car" || n.Pod != "web-7d9f" || n.Namespace != "team-a" || n.UID != "0f19-ab" || n.RestartCount != 3 {
-		t.Errorf("ParseContainerID(%s) = %+v, %v", id, n, ok)
-	}
-	long := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("a", 253), Namespace: strings.Repeat("n", 63), UID: "0f1903e2-303f-48b8-a9f0-d410b14ce85b"}}
-	if id := kubelet.ContainerID(long, strings.Repeat("c", 63), 1000000); len(id) > 255 {
-		t.Errorf("a container ID of %d bytes cannot name a directory", len(id))
-	} else if n, ok := kubelet.ParseContainerID(id); !ok || n.UID != long.UID {
-		t.Errorf("ParseContainerID of a long ID: %+v, %v", n, ok)
-	}
-	for _, bad := range []string{"", "web", "k8s_a_b_c_d", "k8s_a_b_c_d_e", "k8s_a_b_c_d_-1", "docker_a_b_c_d_0", "k8s_a_b_c_d_0_x"} {
-		if _, ok := kubelet.ParseContainerID(bad); ok {
-			t.Errorf("ParseContainerID(%q) accepted", bad)
+// TestParseStage: unpack and spec are no kubelet stages any more: the
+// error says the runtime does them inside CreateContainer and names the
+// by-hand commands and --stage create.
+func TestParseStage(t *testing.T) {
+	for _, name := range []string{"sandbox", "pull", "create", "start", "kill", "remove"} {
+		if s, err := kubelet.ParseStage(name); err != nil || string(s) != name {
+			t.Errorf("ParseStage(%q) = %q, %v", name, s, err)
 		}
+	}
+	for _, name := range []string{"unpack", "spec"} {
+		_, err := kubelet.ParseStage(name)
+		if !errors.Is(err, kubelet.ErrNoStage) {
+			t.Fatalf("ParseStage(%q): %v, want ErrNoStage", name, err)
+		}
+		for _, want := range []string{"no stage", "CreateContainer", "--stage create", "podlab unpack", "podlab spec"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("ParseStage(%q): %q does not say %q", name, err, want)
+			}
+		}
+	}
+	if _, err := kubelet.ParseStage("run"); !errors.Is(err, kubelet.ErrNoStage) || !strings.Contains(err.Error(), "sandbox, pull, create, start, kill and remove") {
+		t.Errorf("ParseStage(run): %v", err)
 	}
 }

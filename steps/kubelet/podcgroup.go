@@ -31,7 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podlab/podlab/steps/runc"
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -118,13 +118,13 @@ var podControllers = []string{"cpu", "memory", "pids"}
 // applyCgroup makes the cgroup path in every hierarchy that has one of
 // podControllers, and in the v2 tree, then writes the settings, each into
 // the hierarchy that has its controller. mounts are the machine's cgroup
-// mounts (runc.HostCgroupMounts).
-func applyCgroup(mounts []runc.CgroupMount, path string, s cgroupSettings) (*CgroupApplied, error) {
+// mounts (cgroups.HostCgroupMounts).
+func applyCgroup(mounts []cgroups.CgroupMount, path string, s cgroupSettings) (*CgroupApplied, error) {
 	out := &CgroupApplied{Path: path}
-	avail := runc.AvailableControllers(mounts)
+	avail := cgroups.AvailableControllers(mounts)
 	var v2 []string // the controllers the v2 tree provides
 	for _, c := range podControllers {
-		if avail[c] == runc.CgroupV2 {
+		if avail[c] == cgroups.CgroupV2 {
 			v2 = append(v2, c)
 		}
 	}
@@ -165,23 +165,23 @@ func applyCgroup(mounts []runc.CgroupMount, path string, s cgroupSettings) (*Cgr
 }
 
 // controllerMount is the hierarchy that provides controller.
-func controllerMount(mounts []runc.CgroupMount, controller string, v runc.CgroupVersion) (runc.CgroupMount, bool) {
+func controllerMount(mounts []cgroups.CgroupMount, controller string, v cgroups.CgroupVersion) (cgroups.CgroupMount, bool) {
 	for _, m := range mounts {
 		switch {
-		case v == runc.CgroupV1 && m.Version == 1 && slices.Contains(m.Controllers, controller):
+		case v == cgroups.CgroupV1 && m.Version == 1 && slices.Contains(m.Controllers, controller):
 			return m, true
-		case v == runc.CgroupV2 && m.Version == 2:
+		case v == cgroups.CgroupV2 && m.Version == 2:
 			return m, true
 		}
 	}
-	return runc.CgroupMount{}, false
+	return cgroups.CgroupMount{}, false
 }
 
 // makeV2 makes path in the v2 tree m, enabling controllers in the
 // cgroup.subtree_control of every cgroup above it (from the tree's root
 // down), so that path has their files. A cgroup already enabling them is
 // left as it is.
-func makeV2(m runc.CgroupMount, path string, controllers []string) error {
+func makeV2(m cgroups.CgroupMount, path string, controllers []string) error {
 	top := filepath.Clean(m.Mountpoint)
 	dir := m.Dir(path)
 	rel, err := filepath.Rel(top, dir)
@@ -232,7 +232,7 @@ func enableControllers(dir string, controllers []string) error {
 
 // cgroupExists tells whether path has a directory in any hierarchy the
 // kubelet makes it in.
-func cgroupExists(mounts []runc.CgroupMount, path string) bool {
+func cgroupExists(mounts []cgroups.CgroupMount, path string) bool {
 	for _, m := range mounts {
 		if m.Version == 1 && !slices.ContainsFunc(m.Controllers, func(c string) bool { return slices.Contains(podControllers, c) }) {
 			continue
@@ -263,7 +263,7 @@ func (k *Kubelet) ensurePodCgroup(ctx context.Context, pod *corev1.Pod) (*PodCgr
 		return nil, err
 	}
 	path := k.layout.Node.PodCgroup(cfg.Tier, string(pod.UID))
-	mounts, err := runc.HostCgroupMounts()
+	mounts, err := cgroups.HostCgroupMounts()
 	if err != nil {
 		return nil, fmt.Errorf("making the cgroup of pod %s: %w", podKey(pod), err)
 	}
@@ -291,7 +291,7 @@ func (k *Kubelet) ensurePodCgroup(ctx context.Context, pod *corev1.Pod) (*PodCgr
 // UpdateCgroups): besteffort cpu.shares 2, burstable the sum of the cpu
 // requests of the node's Burstable pods, with pod counted and the pod
 // whose uid is gone not.
-func (k *Kubelet) updateQOSCgroups(ctx context.Context, mounts []runc.CgroupMount, pod *corev1.Pod, gone types.UID) (map[string]*CgroupApplied, error) {
+func (k *Kubelet) updateQOSCgroups(ctx context.Context, mounts []cgroups.CgroupMount, pod *corev1.Pod, gone types.UID) (map[string]*CgroupApplied, error) {
 	pods, err := k.Pods(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("updating the QoS cgroups: %w", err)
@@ -320,7 +320,7 @@ func (k *Kubelet) updateQOSCgroups(ctx context.Context, mounts []runc.CgroupMoun
 // the burstable tier's shares without the pod. It returns the directories
 // it removed.
 func (k *Kubelet) removePodCgroups(ctx context.Context, uid types.UID) ([]string, error) {
-	mounts, err := runc.HostCgroupMounts()
+	mounts, err := cgroups.HostCgroupMounts()
 	if err != nil {
 		return nil, fmt.Errorf("removing the cgroup of pod %s: %w", uid, err)
 	}
@@ -328,7 +328,7 @@ func (k *Kubelet) removePodCgroups(ctx context.Context, uid types.UID) ([]string
 	var errs []error
 	for _, tier := range []string{statedir.TierNone, statedir.TierBurstable, statedir.TierBestEffort} {
 		p := k.layout.Node.PodCgroup(tier, string(uid))
-		d, err := runc.RemoveCgroupDirsBelow(mounts, p, k.layout.TierCgroup(tier))
+		d, err := cgroups.RemoveCgroupDirsBelow(mounts, p, k.layout.TierCgroup(tier))
 		removed = append(removed, d...)
 		if err != nil {
 			errs = append(errs, err)

@@ -1,11 +1,10 @@
 package kubelet
 
-// From a PodSpec to a runtime spec: what the kubelet puts in CRI's
-// ContainerConfig (command, args, env, working dir, resources, security
-// context, mounts) and what the runtime does with it. steps/spec builds the
-// spec from the image config and the options it has; the kubelet adds the
-// rest to the *specs.Spec it returns: the sandbox's namespaces, the pod's
-// cgroup, the security context, the volumes, and its annotations.
+// What the kubelet resolves of a PodSpec itself before it asks the runtime
+// for a container: the effective security context, the volumes (emptyDir
+// made, hostPath checked, subPaths bind-mounted) and the environment
+// (the downward API, $(VAR) expansion). generateContainerConfig puts them
+// in CRI's ContainerConfig; the runtime makes the OCI spec from that.
 
 import (
 	"context"
@@ -14,121 +13,17 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/containerd/containerd/v2/core/containers"
-	"github.com/containerd/containerd/v2/pkg/oci"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podlab/podlab/steps/kubelet/subpath"
-	"github.com/podlab/podlab/steps/spec"
 )
-
-// containerSpec makes the runtime spec of container c of pod, restart
-// restart, over the image config cfg and the unpacked bundle, with the
-// container's oom_score_adj oom.
-func (k *Kubelet) containerSpec(ctx context.Context, pod *corev1.Pod, c *corev1.Container, restart int, cfg *v1.ConfigFile, bundle, imageID string, oom int) (*specs.Spec, error) {
-	id := ContainerID(pod, c.Name, restart)
-	cgroupsPath, err := k.layout.CgroupsPath(pod, id)
-	if err != nil {
-		return nil, err
-	}
-	sc := effectiveSecurityContext(pod, c)
-	if sc.Privileged != nil && *sc.Privileged {
-		return nil, fmt.Errorf("%w: container %s asks for securityContext.privileged, which gives it every capability and the host's devices; podlab runs every node on one shared machine", ErrPrivileged, c.Name)
-	}
-	env, err := k.containerEnv(ctx, pod, c)
-	if err != nil {
-		return nil, err
-	}
-	lookup := envLookup(env)
-	opts := spec.Options{
-		ContainerID: id,
-		Command:     expandAll(c.Command, lookup),
-		Args:        expandAll(c.Args, lookup),
-		Env:         env,
-		WorkingDir:  c.WorkingDir,
-		Hostname:    podHostname(pod),
-	}
-	if sc.RunAsUser != nil {
-		opts.User = strconv.FormatInt(*sc.RunAsUser, 10)
-		if sc.RunAsGroup != nil {
-			opts.User += ":" + strconv.FormatInt(*sc.RunAsGroup, 10)
-		}
-	} else if sc.RunAsGroup != nil {
-		// A group alone keeps the image's user.
-		u := cfg.Config.User
-		if u == "" {
-			u = "0"
-		}
-		u, _, _ = strings.Cut(u, ":")
-		opts.User = u + ":" + strconv.FormatInt(*sc.RunAsGroup, 10)
-	}
-	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
-		opts.CPU = q.String()
-	}
-	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
-		opts.Memory = q.String()
-	}
-	s, err := spec.Generate(ctx, cfg, bundle, opts)
-	if err != nil {
-		return nil, err
-	}
-	if sc.RunAsNonRoot != nil && *sc.RunAsNonRoot && s.Process.User.UID == 0 {
-		return nil, fmt.Errorf("%w (pod: %q, container: %s): set securityContext.runAsUser, or use an image with a non-root USER", ErrRunAsNonRoot, podDesc(pod), c.Name)
-	}
-	mounts, err := k.volumeMounts(pod, c)
-	if err != nil {
-		return nil, err
-	}
-	hosts, err := k.podFiles(pod)
-	if err != nil {
-		return nil, err
-	}
-	seccomp, err := seccompOption(sc.SeccompProfile, k.layout.SeccompDir(), k.cfg.SeccompDefault)
-	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", c.Name, err)
-	}
-	sb := k.layout.observeSandbox(pod)
-	userns, err := k.userNamespaceOpts(pod, sb, hosts)
-	if err != nil {
-		return nil, err
-	}
-	opt := []oci.SpecOpts{
-		withSandboxNamespaces(pod, sb),
-		withCgroupsPath(cgroupsPath),
-		withCPURequest(c.Resources.Requests),
-		spec.WithOOMScoreAdj(oom),
-		withSecurityContext(sc),
-		seccomp, // after the capabilities: the default profile follows them
-		withPodSecurityContext(pod.Spec.SecurityContext),
-		withMounts(append(hosts, mounts...)),
-		withAnnotations(map[string]string{
-			AnnotationPodName:      pod.Name,
-			AnnotationPodNamespace: pod.Namespace,
-			AnnotationPodUID:       string(pod.UID),
-			AnnotationContainer:    c.Name,
-			AnnotationRestartCount: strconv.Itoa(restart),
-			AnnotationImageID:      imageID,
-		}),
-	}
-	opt = append(opt, userns...) // after the mounts it idmaps
-	if h := k.podHandler(pod.UID); h.SpecVersion != "" {
-		// the version the sandbox's runtime accepts (crun 1.8.1: up to 1.1)
-		opt = append(opt, spec.WithOCIVersion(h.SpecVersion))
-	}
-	if err := oci.ApplyOpts(ctx, nil, &containers.Container{ID: id}, s, opt...); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
 
 // effectiveSecurityContext is the container's securityContext over the
 // pod's, field by field, as the kubelet merges them.
@@ -157,221 +52,12 @@ func effectiveSecurityContext(pod *corev1.Pod, c *corev1.Container) corev1.Secur
 	return out
 }
 
-// withSandboxNamespaces makes the container join the pod's network, IPC and
-// UTS namespaces by path (each container keeps its own mount, PID and
-// cgroup namespaces), or the node's with hostNetwork, hostIPC, hostPID.
-func withSandboxNamespaces(pod *corev1.Pod, sb Sandbox) oci.SpecOpts {
-	return func(ctx context.Context, cl oci.Client, c *containers.Container, s *specs.Spec) error {
-		set := func(t specs.LinuxNamespaceType, kind string, host bool) error {
-			if host {
-				return oci.WithHostNamespace(t)(ctx, cl, c, s)
-			}
-			p, ok := sb.Namespaces[kind]
-			if !ok {
-				return fmt.Errorf("%w: no %s namespace at %s: run the sandbox stage first", ErrNoSandbox, kind, pod.UID)
-			}
-			return oci.WithLinuxNamespace(specs.LinuxNamespace{Type: t, Path: p})(ctx, cl, c, s)
-		}
-		if err := set(specs.NetworkNamespace, "net", pod.Spec.HostNetwork); err != nil {
-			return err
-		}
-		if err := set(specs.IPCNamespace, "ipc", pod.Spec.HostIPC); err != nil {
-			return err
-		}
-		if err := set(specs.UTSNamespace, "uts", pod.Spec.HostNetwork); err != nil {
-			return err
-		}
-		if pod.Spec.HostNetwork {
-			s.Hostname = "" // the node's UTS namespace: runc may not set a hostname in it
-		}
-		if pod.Spec.HostPID {
-			return oci.WithHostNamespace(specs.PIDNamespace)(ctx, cl, c, s)
-		}
-		return nil
-	}
-}
-
-// withCgroupsPath puts the container under its pod's cgroup.
-func withCgroupsPath(p string) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
-		if s.Linux == nil {
-			s.Linux = &specs.Linux{}
-		}
-		s.Linux.CgroupsPath = p
-		return nil
-	}
-}
-
-// withCPURequest sets the cpu shares from resources.requests.cpu, as the
-// kubelet does (the quota comes from the limit).
-func withCPURequest(req corev1.ResourceList) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
-		q, ok := req[corev1.ResourceCPU]
-		if !ok {
-			return nil
-		}
-		shares := uint64(min(max(q.MilliValue()*1024/1000, 2), 262144))
-		if s.Linux == nil {
-			s.Linux = &specs.Linux{}
-		}
-		if s.Linux.Resources == nil {
-			s.Linux.Resources = &specs.LinuxResources{}
-		}
-		if s.Linux.Resources.CPU == nil {
-			s.Linux.Resources.CPU = &specs.LinuxCPU{}
-		}
-		s.Linux.Resources.CPU.Shares = &shares
-		return nil
-	}
-}
-
-// withSecurityContext applies readOnlyRootFilesystem, capabilities and
-// allowPrivilegeEscalation.
-func withSecurityContext(sc corev1.SecurityContext) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
-		if sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
-			if s.Root == nil {
-				s.Root = &specs.Root{Path: spec.RootfsDir}
-			}
-			s.Root.Readonly = true
-		}
-		if s.Process == nil {
-			s.Process = &specs.Process{}
-		}
-		// CRI sets no_new_privs only for allowPrivilegeEscalation: false.
-		s.Process.NoNewPrivileges = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
-		if sc.Capabilities == nil {
-			return nil
-		}
-		if s.Process.Capabilities == nil {
-			s.Process.Capabilities = &specs.LinuxCapabilities{}
-		}
-		caps := s.Process.Capabilities
-		sets := []*[]string{&caps.Bounding, &caps.Effective, &caps.Permitted}
-		for _, d := range sc.Capabilities.Drop {
-			name := capName(d)
-			for _, set := range sets {
-				if name == "CAP_ALL" {
-					*set = nil
-					continue
-				}
-				*set = slices.DeleteFunc(*set, func(c string) bool { return c == name })
-			}
-		}
-		for _, a := range sc.Capabilities.Add {
-			name := capName(a)
-			if name == "CAP_ALL" {
-				return fmt.Errorf("%w: capabilities.add ALL gives every capability, as privileged does", ErrPrivileged)
-			}
-			for _, set := range sets {
-				if !slices.Contains(*set, name) {
-					*set = append(*set, name)
-				}
-			}
-		}
-		return nil
-	}
-}
-
-// capName is a Kubernetes capability name ("NET_ADMIN") as the runtime
-// spec writes it ("CAP_NET_ADMIN").
-func capName(c corev1.Capability) string {
-	n := strings.ToUpper(string(c))
-	if !strings.HasPrefix(n, "CAP_") {
-		n = "CAP_" + n
-	}
-	return n
-}
-
-// withPodSecurityContext applies the pod's supplementalGroups, and passes
-// its (namespaced) sysctls on; runc refuses any that is not namespaced.
-func withPodSecurityContext(psc *corev1.PodSecurityContext) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
-		if psc == nil {
-			return nil
-		}
-		if len(psc.SupplementalGroups) > 0 && s.Process != nil {
-			for _, g := range psc.SupplementalGroups {
-				if g >= 0 && g <= math.MaxUint32 && !slices.Contains(s.Process.User.AdditionalGids, uint32(g)) {
-					s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, uint32(g))
-				}
-			}
-		}
-		if len(psc.Sysctls) == 0 {
-			return nil
-		}
-		if s.Linux == nil {
-			s.Linux = &specs.Linux{}
-		}
-		if s.Linux.Sysctl == nil {
-			s.Linux.Sysctl = map[string]string{}
-		}
-		for _, sc := range psc.Sysctls {
-			s.Linux.Sysctl[sc.Name] = sc.Value
-		}
-		return nil
-	}
-}
-
-// withMounts adds bind mounts, replacing any mount at the same place.
-func withMounts(ms []specs.Mount) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
-		for _, m := range ms {
-			s.Mounts = slices.DeleteFunc(s.Mounts, func(o specs.Mount) bool { return path.Clean(o.Destination) == path.Clean(m.Destination) })
-			s.Mounts = append(s.Mounts, m)
-		}
-		return nil
-	}
-}
-
-func withAnnotations(a map[string]string) oci.SpecOpts {
-	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
-		}
-		for k, v := range a {
-			s.Annotations[k] = v
-		}
-		return nil
-	}
-}
-
 func bindMount(src, dst string, readOnly bool) specs.Mount {
 	mode := "rw"
 	if readOnly {
 		mode = "ro"
 	}
 	return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "rprivate", mode}}
-}
-
-// podFiles writes the pod's /etc/hosts and /etc/hostname under its pod
-// directory, as the kubelet writes /var/lib/kubelet/pods/<uid>/etc-hosts,
-// and returns the mounts every container of the pod gets.
-func (k *Kubelet) podFiles(pod *corev1.Pod) ([]specs.Mount, error) {
-	if pod.Spec.HostNetwork {
-		return nil, nil
-	}
-	dir := k.layout.PodDir(pod.UID)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, err
-	}
-	host := podHostname(pod)
-	hosts := "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" +
-		"fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n" +
-		"127.0.1.1\t" + host + "\n"
-	files := []struct{ name, content, dst string }{
-		{"etc-hosts", hosts, "/etc/hosts"},
-		{"hostname", host + "\n", "/etc/hostname"},
-	}
-	var out []specs.Mount
-	for _, f := range files {
-		p := filepath.Join(dir, f.name)
-		if err := os.WriteFile(p, []byte(f.content), 0o644); err != nil {
-			return nil, err
-		}
-		out = append(out, bindMount(p, f.dst, false))
-	}
-	return out, nil
 }
 
 // volumeMounts resolves the container's volumeMounts: emptyDir volumes are

@@ -17,9 +17,10 @@ import (
 	"github.com/podlab/podlab/steps/spec"
 )
 
-// TestSpecStage_FromPodSpec: what the PodSpec asks is in config.json, and
-// the running container sees it.
-func TestSpecStage_FromPodSpec(t *testing.T) {
+// TestCreateStage_FromPodSpec: what the PodSpec asks reaches the runtime's
+// config.json through the kubelet's ContainerConfig, and the running
+// container sees it.
+func TestCreateStage_FromPodSpec(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
 	uid, gid, yes, no := int64(1000), int64(2000), true, false
@@ -49,20 +50,16 @@ func TestSpecStage_FromPodSpec(t *testing.T) {
 	pod := c.create(t, p)
 
 	walked := walkByHand(t, c, "shaped")
-	if len(walked) != 6 {
+	if len(walked) != 4 {
 		t.Fatalf("walked %v", walked)
 	}
-	st, err := c.kubelet.Observe(pod)
-	if err != nil {
-		t.Fatal(err)
+	ctrs := c.containersOf(t, pod.UID)
+	if len(ctrs) != 1 {
+		t.Fatalf("the runtime's containers of the pod: %v", ctrs)
 	}
-	cs := st.Container("web")
-	s := readSpec(t, cs.Config)
-	id := kubelet.ContainerID(pod, "web", 0)
-	cgroupsPath, err := c.kubelet.Layout().CgroupsPath(pod, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := c.inspect(t, ctrs[0].Id)
+	s := readSpec(t, in.Info.Config)
+	sb := c.sandboxOf(t, pod.UID)
 	checks := []struct {
 		what string
 		ok   bool
@@ -77,9 +74,9 @@ func TestSpecStage_FromPodSpec(t *testing.T) {
 		{"capabilities: drop ALL, add NET_BIND_SERVICE", slices.Equal(s.Process.Capabilities.Bounding, []string{"CAP_NET_BIND_SERVICE"})},
 		{"memory limit", s.Linux.Resources.Memory != nil && *s.Linux.Resources.Memory.Limit == 64<<20},
 		{"cpu quota from the limit, shares from the request", *s.Linux.Resources.CPU.Quota == 50000 && *s.Linux.Resources.CPU.Shares == 256},
-		{"cgroupsPath", s.Linux.CgroupsPath == cgroupsPath && strings.Contains(cgroupsPath, "/kubepods/burstable/pod")},
+		{"cgroupsPath under the kubelet's pod cgroup", strings.HasPrefix(s.Linux.CgroupsPath, sb.Info.CgroupParent+"/") && strings.Contains(s.Linux.CgroupsPath, "/kubepods/burstable/pod")},
 		{"hostname", s.Hostname == "shaped"},
-		{"annotations", s.Annotations[kubelet.AnnotationRestartCount] == "0" && s.Annotations[kubelet.AnnotationPodUID] == string(pod.UID)},
+		{"the kubelet's annotations", in.Status.Annotations[kubelet.AnnotationRestartCount] == "0" && in.Status.Labels[kubelet.LabelPodUID] == string(pod.UID)},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
@@ -88,7 +85,7 @@ func TestSpecStage_FromPodSpec(t *testing.T) {
 	}
 	layout := c.kubelet.Layout()
 	for kind, typ := range map[string]specs.LinuxNamespaceType{"net": specs.NetworkNamespace, "ipc": specs.IPCNamespace, "uts": specs.UTSNamespace} {
-		if !slices.Contains(s.Linux.Namespaces, specs.LinuxNamespace{Type: typ, Path: layout.NamespacePath(kind, pod.UID)}) {
+		if !slices.Contains(s.Linux.Namespaces, specs.LinuxNamespace{Type: typ, Path: sb.Info.Namespaces[kind]}) {
 			t.Errorf("config.json does not join the sandbox's %s namespace: %+v", kind, s.Linux.Namespaces)
 		}
 	}

@@ -6,7 +6,7 @@ package kubelet
 // are the kubelet's; the namespaces, the rootfs, the spec and runc are the
 // runtime's. These become the inputs of generatePodSandboxConfig and
 // generateContainerConfig (criRuntime's createPodSandbox and
-// startContainer); the sync loop's stages move onto them (HANDOFF.md).
+// the create stage); SandboxStage and CreateStage call them.
 
 import (
 	"context"

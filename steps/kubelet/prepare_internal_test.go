@@ -53,7 +53,7 @@ func TestPrepare_PodThroughCRI(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cri.Close() })
-	k, err := New(Config{StateDir: dir, Client: nodeClient, Runtime: testenv.Runc(t), Shim: []string{os.Args[0]}, CRI: cri})
+	k, err := New(Config{StateDir: dir, Client: nodeClient, CRI: cri})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/podlab/podlab/internal/qos"
 	"os"
 	"strconv"
 	"strings"
@@ -30,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"github.com/podlab/podlab/internal/qos"
 	"github.com/podlab/podlab/steps/statedir"
 )
 

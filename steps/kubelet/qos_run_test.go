@@ -92,8 +92,8 @@ func TestQOS_PodCgroups(t *testing.T) {
 		// Each container's process is inside the pod cgroup, with the
 		// oom_score_adj the kernel allowed.
 		for _, ctr := range pod.Spec.Containers {
-			id := kubelet.ContainerID(pod, ctr.Name, 0)
-			pid := containerPid(t, c, id)
+			in := c.inspectContainer(t, c.get(t, pod.Name), ctr.Name)
+			id, pid := in.Status.Id, in.Info.Pid
 			f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cgroup")
 			if err != nil {
 				t.Fatal(err)
@@ -125,20 +125,20 @@ func TestQOS_PodCgroups(t *testing.T) {
 		t.Errorf("burstable tier: %d", got)
 	}
 
-	// The refused -997 is said, not hidden: the spec stage's result names it.
+	// The refused -997 is said, not hidden: the create stage's result names it.
 	if !capSysResource(t) && readInt(t, "/proc/self/oom_score_adj") > -997 {
 		var said bool
 		for _, r := range c.stageReports() {
-			if sr, ok := r.Result.(*kubelet.SpecResult); ok && r.Pod.Name == "guar" {
-				o := sr.OOMScoreAdj
+			if cr, ok := r.Result.(*kubelet.CreateResult); ok && r.Pod.Name == "guar" {
+				o := cr.OOMScoreAdj
 				said = o.Restricted && o.Wanted == -997 && strings.Contains(o.String(), "CAP_SYS_RESOURCE")
 				if !said {
-					t.Errorf("guar's spec stage says oom_score_adj %+v (%s)", o, o)
+					t.Errorf("guar's create stage says oom_score_adj %+v (%s)", o, o)
 				}
 			}
 		}
 		if !said {
-			t.Error("no spec stage of guar reported")
+			t.Error("no create stage of guar reported")
 		}
 	}
 
@@ -213,11 +213,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func containerPid(t *testing.T, c *cluster, id string) int {
-	t.Helper()
-	return readInt(t, filepath.Join(c.kubelet.Layout().ContainersDir(), id, "container.pid"))
 }
 
 func readInt(t *testing.T, file string) int {

@@ -93,8 +93,10 @@ func TestKubelet_OverTheNetwork(t *testing.T) {
 	running := waitPod(t, c, "net", 60*time.Second, "Running", func(p *corev1.Pod) bool { return p != nil && p.Status.Phase == corev1.PodRunning })
 	var env []string
 	for _, r := range c.stageReports() {
-		if s, ok := r.Result.(*kubelet.SpecResult); ok && r.Err == nil {
-			env = s.Spec.Process.Env
+		if cr, ok := r.Result.(*kubelet.CreateResult); ok && r.Err == nil {
+			for _, kv := range cr.Config.GetEnvs() {
+				env = append(env, kv.Key+"="+string(kv.Value))
+			}
 		}
 	}
 	for _, want := range []string{"NODE=" + apiserver.HostNode} {

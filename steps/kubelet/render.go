@@ -1,26 +1,16 @@
 package kubelet
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/podlab/podlab/steps/pull"
-	"github.com/podlab/podlab/steps/unpack"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
-
-// ipList is a list of IPs as one word: 10.244.0.2,fd00::2.
-func ipList(ips []net.IP) string {
-	var s []string
-	for _, ip := range ips {
-		s = append(s, ip.String())
-	}
-	return strings.Join(s, ",")
-}
 
 // printRuntimeConfig prints what the runtime did with the node's pod CIDR,
 // when it did something.
@@ -30,7 +20,7 @@ func WriteRuntimeConfig(w io.Writer, node string, rc *RuntimeConfig, err error) 
 		return
 	}
 	if rc != nil && rc.Changed {
-		fmt.Fprintf(w, "node %s: podCIDR %s handed to the runtime (UpdateRuntimeConfig): wrote %s\n", node, rc.PodCIDR, rc.ConfList)
+		fmt.Fprintf(w, "node %s: podCIDR %s handed to the runtime (UpdateRuntimeConfig)\n", node, rc.PodCIDR)
 	}
 }
 
@@ -60,31 +50,40 @@ func WriteReport(w io.Writer, r Report) {
 	var rec *Recording
 	switch res := r.Result.(type) {
 	case *SandboxResult:
-		if r.Err != nil {
+		sb := res.Sandbox
+		switch {
+		case r.Err != nil:
 			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
-		} else if res.Created {
-			fmt.Fprintf(w, "%s: %s: namespaces unshared and pinned, hostname %q\n", who, what, res.Sandbox.Hostname)
-			if u := res.Sandbox.UserNamespace; u != nil {
+		case res.Created:
+			fmt.Fprintf(w, "%s: %s: sandbox %s (attempt %d, handler %s), hostname %q\n", who, what, sb.ID, sb.Attempt, handlerName(sb.Handler), sb.Hostname)
+			if u := sb.UserNamespace; u != nil {
 				fmt.Fprintf(w, "  user namespace: uids and gids 0-65535 are host ids %d-%d (hostUsers: false)\n", u.Base(), u.Base()+UserNamespaceLength-1)
 			}
-		} else {
-			fmt.Fprintf(w, "%s: %s: the sandbox exists\n", who, what)
+		default:
+			fmt.Fprintf(w, "%s: %s: the sandbox exists: %s\n", who, what, sb.ID)
 		}
-		for _, kind := range []string{"user", "net", "ipc", "uts"} {
-			if p, ok := res.Sandbox.Namespaces[kind]; ok {
-				fmt.Fprintf(w, "    %-4s %s\n", kind, p)
+		if r.Err == nil {
+			for _, kind := range []string{"user", "net", "ipc", "uts", "pid"} {
+				if p, ok := sb.Namespaces[kind]; ok {
+					fmt.Fprintf(w, "    %-4s %s\n", kind, p)
+				}
 			}
 		}
 		writePodCgroup(w, res.PodCgroup)
 		if res.RuntimeConfig != nil {
 			WriteRuntimeConfig(w, r.Pod.Spec.NodeName, res.RuntimeConfig, nil)
 		}
-		if n := res.Network; n != nil {
-			fmt.Fprintf(w, "    network: CNI ADD (%s): %s %s in %s\n", n.ConfList, n.Interface, ipList(n.IPs), n.Took.Round(time.Millisecond))
-			fmt.Fprintf(w, "    the CNI result: cat %s\n", n.ResultPath)
+		if len(sb.IPs) > 0 {
+			fmt.Fprintf(w, "    network: the runtime attached it (CNI ADD): IP %s\n", strings.Join(sb.IPs, ","))
 		}
 		if res.NetworkNote != "" {
 			fmt.Fprintf(w, "    network: %s\n", res.NetworkNote)
+		}
+		if r.Err == nil && sb.ID != "" {
+			if sb.Record != "" {
+				fmt.Fprintf(w, "    the runtime's record %s\n", sb.Record)
+			}
+			fmt.Fprintf(w, "    see it: crictl inspectp %s\n", shortID(sb.ID))
 		}
 		rec = &res.Recording
 	case *PullResult:
@@ -93,44 +92,37 @@ func WriteReport(w io.Writer, r Report) {
 			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s) failed: %v\n", who, what, res.Image, res.Policy, r.Err)
 		case res.Pulled:
 			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): pulled in %s, %s\n", who, what, res.Image, res.Policy,
-				res.PullTook.Round(time.Millisecond), pull.HumanSize(res.Size))
+				res.PullTook.Round(time.Millisecond), humanSize(res.Size))
 		default:
 			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): already present, not pulled\n", who, what, res.Image, res.Policy)
 		}
 		if r.Err == nil {
-			fmt.Fprintf(w, "    image %s in %s\n", res.ImageID, res.StoreDir)
-		}
-		rec = &res.Recording
-	case *UnpackResult:
-		if r.Err != nil {
-			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
-		} else {
-			u := res.Unpack
-			fmt.Fprintf(w, "%s: %s: %d layers, %d files unpacked in %s (restart %d)\n", who, what, len(u.Layers), u.Total.Files,
-				u.Duration.Round(time.Millisecond), res.RestartCount)
-			fmt.Fprintf(w, "    rootfs %s\n", u.RootFS)
-			writeSnapshotter(w, u)
-		}
-		rec = &res.Recording
-	case *SpecResult:
-		if r.Err != nil {
-			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
-		} else {
-			fmt.Fprintf(w, "%s: %s: %s in cgroup %s\n", who, what, strings.Join(res.Spec.Process.Args, " "), res.Spec.Linux.CgroupsPath)
-			fmt.Fprintf(w, "    config.json %s\n", res.Path)
-			fmt.Fprintf(w, "    oom_score_adj %s\n", res.OOMScoreAdj)
+			fmt.Fprintf(w, "    image %s (ImageStatus of %s)\n", res.ImageID, res.Endpoint)
 		}
 		rec = &res.Recording
 	case *CreateResult:
 		if r.Err != nil {
 			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
 		} else {
-			cr := res.Created
 			writePodCgroup(w, res.PodCgroup)
-			fmt.Fprintf(w, "%s: %s: container %s created (pid %d, shim pid %d)\n", who, what, res.ContainerID, cr.Pid, cr.ShimPid)
-			fmt.Fprintf(w, "    bundle    %s\n    state     %s\n    log       %s\n", cr.Bundle, cr.StateFile, cr.LogPath)
+			fmt.Fprintf(w, "%s: %s: container %s created in sandbox %s (restart %d)\n", who, what, res.ContainerID, shortID(res.SandboxID), res.RestartCount)
+			if i := res.Info; i != nil {
+				var sp specs.Spec
+				if json.Unmarshal(i.RuntimeSpec, &sp) == nil && sp.Process != nil && sp.Linux != nil {
+					fmt.Fprintf(w, "    %s in cgroup %s\n", strings.Join(sp.Process.Args, " "), sp.Linux.CgroupsPath)
+				}
+				fmt.Fprintf(w, "    bundle    %s (the runtime unpacked the image into its rootfs)\n", i.Bundle)
+				fmt.Fprintf(w, "    config    %s\n", i.Config)
+				if i.Pid > 0 {
+					fmt.Fprintf(w, "    runc create: pid %d, shim pid %d\n", i.Pid, i.ShimPid)
+				}
+			}
+			if res.Status != nil {
+				fmt.Fprintf(w, "    log       %s\n", res.Status.LogPath)
+			}
+			fmt.Fprintf(w, "    oom_score_adj %s\n", res.OOMScoreAdj)
 			for _, id := range res.Removed {
-				fmt.Fprintf(w, "    removed the older run %s\n", id)
+				fmt.Fprintf(w, "    removed the older run %s (RemoveContainer)\n", id)
 			}
 		}
 		rec = &res.Recording
@@ -138,10 +130,13 @@ func WriteReport(w io.Writer, r Report) {
 		if r.Err != nil {
 			fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
 		} else {
-			if res.State.Status == "running" {
-				fmt.Fprintf(w, "%s: %s: container %s running (pid %d)\n", who, what, res.ContainerID, res.State.Pid)
-			} else {
-				fmt.Fprintf(w, "%s: %s: container %s started, and is %s already\n", who, what, res.ContainerID, res.State.Status)
+			switch {
+			case res.State == RunRunning && res.Pid > 0:
+				fmt.Fprintf(w, "%s: %s: container %s running (pid %d)\n", who, what, res.ContainerID, res.Pid)
+			case res.State == RunRunning:
+				fmt.Fprintf(w, "%s: %s: container %s running\n", who, what, res.ContainerID)
+			default:
+				fmt.Fprintf(w, "%s: %s: container %s started, and is %s already\n", who, what, res.ContainerID, res.State)
 			}
 			fmt.Fprintf(w, "    log %s (podlab logs %s)\n", res.LogPath, r.Pod.Name)
 		}
@@ -153,8 +148,11 @@ func WriteReport(w io.Writer, r Report) {
 			case s.Err != nil:
 				fmt.Fprintf(w, "    %s: %v\n", s.Container, s.Err)
 			default:
-				fmt.Fprintf(w, "    %s: %s, exited with code %d after %s\n", s.Container, strings.Join(s.Signals, " then "), s.Exit.Code, s.Took.Round(time.Millisecond))
+				fmt.Fprintf(w, "    %s: StopContainer (timeout %s), exited with code %d after %s\n", s.Container, s.Timeout, s.Exit.Code, s.Took.Round(time.Millisecond))
 			}
+		}
+		for _, id := range res.Sandboxes {
+			fmt.Fprintf(w, "    StopPodSandbox %s\n", shortID(id))
 		}
 		rec = &res.Recording
 	case *RemoveResult:
@@ -164,16 +162,16 @@ func WriteReport(w io.Writer, r Report) {
 			fmt.Fprintf(w, "%s: %s\n", who, what)
 		}
 		for _, id := range res.Containers {
-			fmt.Fprintf(w, "    runc delete %s\n", id)
+			fmt.Fprintf(w, "    RemoveContainer %s\n", id)
+		}
+		for _, id := range res.Sandboxes {
+			fmt.Fprintf(w, "    RemovePodSandbox %s\n", shortID(id))
 		}
 		if len(res.Cgroups) > 0 {
 			fmt.Fprintf(w, "    removed the cgroups %s\n", CgroupSummary(res.Cgroups))
 		}
 		for _, p := range res.Paths {
 			fmt.Fprintf(w, "    removed %s\n", p)
-		}
-		for _, n := range res.Network {
-			fmt.Fprintf(w, "    CNI DEL: released %s %s\n", n.Interface, ipList(n.IPs))
 		}
 		if res.Deleted {
 			fmt.Fprintf(w, "    deleted the pod from the API server (grace period 0)\n")
@@ -250,23 +248,34 @@ func CgroupSummary(dirs []string) string {
 	return fmt.Sprintf("%s (in %d hierarchies)", strings.Join(paths, ", "), len(hier))
 }
 
-// writeSnapshotter says how the kubelet's runtime made a rootfs: the
-// snapshots it reused and the overlay mount, or why it is a copy.
-func writeSnapshotter(w io.Writer, u *unpack.Result) {
-	if u.Snapshot == nil {
-		fmt.Fprintf(w, "    snapshotter native: a copy of every layer")
-		if u.Fallback != "" {
-			fmt.Fprintf(w, " (%s)", u.Fallback)
-		}
-		fmt.Fprintln(w)
-		return
+// shortID is an id as crictl prints it: its first 13 characters.
+func shortID(id string) string {
+	if len(id) > 13 {
+		return id[:13]
 	}
-	reused := 0
-	for _, l := range u.Layers {
-		if l.Reused {
-			reused++
-		}
+	return id
+}
+
+// handlerName is a sandbox's handler as the renderer names it: "" is the
+// runtime's default.
+func handlerName(h string) string {
+	if h == "" {
+		return "the runtime's default"
 	}
-	fmt.Fprintf(w, "    snapshotter overlayfs: %d of %d layers already unpacked; lowers %v in %s, upper %d\n",
-		reused, len(u.Layers), u.Snapshot.Lowers, u.Snapshot.Snapshots, u.Snapshot.Active)
+	return h
+}
+
+// humanSize is a byte count in decimal units, as podlab pull prints it:
+// 1.5 MB.
+func humanSize(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }

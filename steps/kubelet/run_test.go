@@ -3,8 +3,8 @@ package kubelet_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/cri"
@@ -106,9 +108,8 @@ func TestKubelet_Run(t *testing.T) {
 		_, err := c.admin.Get(context.Background(), "pods", "default", "served")
 		return apierrors.IsNotFound(err)
 	})
-	waitFor(t, 5*time.Second, "nothing left on the node", func() bool {
-		_, err := os.Stat(c.kubelet.Layout().PodBundles(served.UID))
-		return os.IsNotExist(err)
+	waitFor(t, 5*time.Second, "nothing left in the node's runtime", func() bool {
+		return len(c.sandboxesOf(t, served.UID))+len(c.containersOf(t, served.UID)) == 0
 	})
 }
 
@@ -174,19 +175,28 @@ func TestKubelet_CleanupOrphans(t *testing.T) {
 	if _, err := c.admin.Delete(ctx, "pods", "default", "orphan", apiserver.DeleteOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	layout := c.kubelet.Layout()
-	id := kubelet.ContainerID(pod, "web", 0)
-	if _, err := os.Stat(filepath.Join(layout.RuncRoot(), id)); err != nil {
-		t.Fatalf("the container should still be there: %v", err)
+	ctrs := c.containersOf(t, pod.UID)
+	if len(ctrs) != 1 {
+		t.Fatalf("the container should still be there: %v", ctrs)
 	}
+	in := c.inspect(t, ctrs[0].Id)
+	sb := c.sandboxOf(t, pod.UID)
+	// Another pod, still known, keeps everything.
+	keep := c.create(t, helloPod(t, "keep"))
+	c.syncUntil(t, "keep", 10*time.Second, "Running", running)
 	if err := c.kubelet.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{filepath.Join(layout.RuncRoot(), id), layout.ContainersDir() + "/" + id,
-		layout.PodBundles(pod.UID), layout.NamespacePath("net", pod.UID), layout.PodDir(pod.UID)} {
+	if n, m := len(c.sandboxesOf(t, pod.UID)), len(c.containersOf(t, pod.UID)); n+m != 0 {
+		t.Errorf("the runtime still has %d sandboxes and %d containers of the orphan", n, m)
+	}
+	for _, p := range []string{in.Info.Bundle, in.Info.RuncState, sb.Info.Namespaces["net"], sb.Info.PodDir} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", p, err)
 		}
+	}
+	if len(c.sandboxesOf(t, keep.UID)) != 1 || len(c.containersOf(t, keep.UID)) != 1 {
+		t.Errorf("the cleanup touched the pod the API server still has")
 	}
 	found := false
 	for _, r := range c.stageReports() {
@@ -196,5 +206,57 @@ func TestKubelet_CleanupOrphans(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no report of the leftovers removed")
+	}
+}
+
+// TestKubelet_CleanupOrphans_ByLabel: a sandbox of the runtime's labelled
+// with the pod uid of a pod the API server does not have, made straight
+// over CRI (no file of the kubelet's says anything of it), is found by
+// ListPodSandbox and removed; a sandbox without the kubelet's label (one
+// crictl made) is not the kubelet's and stays, and its directories, named
+// by its sandbox id (pods/<id>, netns/<id>), are never taken for a pod's.
+func TestKubelet_CleanupOrphans_ByLabel(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	mk := func(name string, labels map[string]string) string {
+		t.Helper()
+		resp, err := c.cri.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: "uid-" + name},
+			Hostname: name, Labels: labels}})
+		if err != nil {
+			t.Fatalf("RunPodSandbox %s: %v", name, err)
+		}
+		return resp.PodSandboxId
+	}
+	orphan := mk("orphan", map[string]string{kubelet.LabelPodUID: "uid-orphan"})
+	other := mk("other", nil)
+	t.Cleanup(func() {
+		c.cri.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: other})
+		c.cri.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: other})
+	})
+	if err := c.kubelet.CleanupOrphans(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sbs := c.sandboxesOf(t, "uid-orphan"); len(sbs) != 0 {
+		t.Errorf("the orphan's sandbox %s is still there: %v", orphan, sbs)
+	}
+	if _, err := c.cri.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: other}); err != nil {
+		t.Errorf("the unlabelled sandbox %s went: %v", other, err)
+	}
+	removed := false
+	for _, r := range c.stageReports() {
+		rr, ok := r.Result.(*kubelet.RemoveResult)
+		if !ok {
+			continue
+		}
+		switch rr.UID {
+		case "uid-orphan":
+			removed = slices.Contains(rr.Sandboxes, orphan)
+		case types.UID(other), types.UID(orphan):
+			t.Errorf("a sandbox id was taken for a pod uid: %+v", rr)
+		}
+	}
+	if !removed {
+		t.Errorf("no report of the orphan's sandbox %s removed", orphan)
 	}
 }

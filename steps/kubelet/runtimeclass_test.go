@@ -18,6 +18,7 @@ import (
 
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/runc"
 )
@@ -155,12 +156,12 @@ func TestKubelet_RuntimeClass_Runsc(t *testing.T) {
 
 	layout := c.kubelet.Layout()
 	root := layout.Node.Runtime().HandlerRoot("runsc")
-	st, err := c.kubelet.Observe(g)
+	st, err := c.kubelet.Observe(context.Background(), g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Sandbox.RuntimeHandler != "runsc" {
-		t.Errorf("sandbox handler %q, want runsc", st.Sandbox.RuntimeHandler)
+	if st.Sandbox.Handler != "runsc" {
+		t.Errorf("sandbox handler %q, want runsc", st.Sandbox.Handler)
 	}
 	id := st.Containers[0].Latest().ID
 	if _, err := os.Stat(filepath.Join(root, id+"_sandbox:"+id+".state")); err != nil {
@@ -178,8 +179,8 @@ func TestKubelet_RuntimeClass_Runsc(t *testing.T) {
 	if err != nil || code != 0 || !strings.Contains(out.String(), "kernel=4.4.0\n") {
 		t.Errorf("exec in the gVisor pod: code %d, %v, output %q", code, err, out.String())
 	}
-	if pst, _ := c.kubelet.Observe(p); pst.Sandbox.RuntimeHandler != runc.DefaultHandler {
-		t.Errorf("the plain pod's sandbox handler %q, want runc", pst.Sandbox.RuntimeHandler)
+	if pst, _ := c.kubelet.Observe(context.Background(), p); pst.Sandbox.Handler != "" {
+		t.Errorf("the plain pod's sandbox handler %q, want \"\" (the runtime's default)", pst.Sandbox.Handler)
 	}
 
 	c.removePod(t, "gvisor")
@@ -198,8 +199,8 @@ func TestKubelet_RuntimeClass_Runsc(t *testing.T) {
 			}
 		}
 	}
-	if _, err := os.Stat(layout.PodDir(g.UID)); err == nil {
-		t.Errorf("the gVisor pod's directory %s is left", layout.PodDir(g.UID))
+	if sbs := c.sandboxesOf(t, g.UID); len(sbs) != 0 {
+		t.Errorf("the runtime kept the gVisor pod's sandbox: %v", sbs)
 	}
 }
 
@@ -215,7 +216,9 @@ func TestKubelet_RuntimeClass_UnknownHandler(t *testing.T) {
 	pod := c.create(t, lost)
 
 	_, err := c.kubelet.SandboxStage(context.Background(), pod)
-	wantErr(t, err, runc.ErrNoHandler)
+	if err == nil || !strings.Contains(err.Error(), `no runtime for "nope" is configured`) {
+		t.Fatalf("SandboxStage: %v, want the runtime's refusal of handler nope", err)
+	}
 	const want = `Warning FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "nope" is configured`
 	if ev := c.events(t, pod); !hasEvent(ev, want) {
 		t.Errorf("events %q, want %q", ev, want)
@@ -228,15 +231,12 @@ func TestKubelet_RuntimeClass_UnknownHandler(t *testing.T) {
 		p.Status.ContainerStatuses[0].State.Waiting.Reason != kubelet.ReasonContainerCreating || p.Status.Phase != corev1.PodPending {
 		t.Errorf("status, want Pending and ContainerCreating:\n%s", statusText(p))
 	}
-	st, err := c.kubelet.Observe(p)
+	st, err := c.kubelet.Observe(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Leftovers || len(st.Sandbox.Namespaces) > 0 {
-		t.Errorf("left on the node: leftovers %v, namespaces %v", st.Leftovers, st.Sandbox.Namespaces)
-	}
-	if _, err := os.Stat(c.kubelet.Layout().SandboxRecord(p.UID)); err == nil {
-		t.Errorf("a sandbox record was written")
+	if st.Leftovers || st.Sandbox.ID != "" {
+		t.Errorf("left on the node: leftovers %v, sandbox %q", st.Leftovers, st.Sandbox.ID)
 	}
 }
 
@@ -289,10 +289,10 @@ func TestKubelet_RuntimeClass_Crun(t *testing.T) {
 		h.Name, h.Binary, h.RefusesHybridCgroups = "crun-v1", wrapper, false
 		wrapped, handler = h, "crun-v1"
 	}
-	c := newCluster(t, func(cfg *kubelet.Config) {
-		cfg.Handlers = runc.DefaultHandlers(cfg.Runtime)
+	c := newClusterWithRuntime(t, func(rc *cri.Config) {
+		rc.Handlers = runc.DefaultHandlers(rc.Runtime)
 		if wrapped.Name != "" {
-			cfg.Handlers = append(cfg.Handlers, wrapped)
+			rc.Handlers = append(rc.Handlers, wrapped)
 		}
 	})
 	probe := buildKernelProbe(t)
@@ -302,13 +302,15 @@ func TestKubelet_RuntimeClass_Crun(t *testing.T) {
 	if mode == runc.CgroupHybridWithControllers {
 		pod := c.create(t, probePod(t, "refused", probe, "crun"))
 		_, err := c.kubelet.SandboxStage(context.Background(), pod)
-		wantErr(t, err, runc.ErrHybridCgroups)
+		if err == nil || !strings.Contains(err.Error(), "refuses hosts with hybrid cgroups") {
+			t.Fatalf("SandboxStage: %v, want the runtime's refusal of hybrid cgroups", err)
+		}
 		const want = "Warning FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: code = Unknown desc = crun 1.8.1 refuses hosts with hybrid cgroups (v1 controllers + a v2 mount with controllers, /sys/fs/cgroup/unified): use runc or a pure cgroup v2 host"
 		ev := c.events(t, pod)
 		if !hasEvent(ev, want) {
 			t.Errorf("events %q, want %q", ev, want)
 		}
-		if st, _ := c.kubelet.Observe(c.get(t, "refused")); st.Leftovers {
+		if st, _ := c.kubelet.Observe(context.Background(), c.get(t, "refused")); st.Leftovers {
 			t.Errorf("the refused pod left something on the node")
 		}
 	}
@@ -319,7 +321,7 @@ func TestKubelet_RuntimeClass_Crun(t *testing.T) {
 	if out := c.logs(t, pod); strings.Contains(out, "kernel=4.4.0\n") {
 		t.Errorf("under crun the probe says %q, want the host's kernel", out)
 	}
-	st, err := c.kubelet.Observe(pod)
+	st, err := c.kubelet.Observe(context.Background(), pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +330,7 @@ func TestKubelet_RuntimeClass_Crun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, id, "status")); err != nil {
 		t.Errorf("crun's state of %s: %v", id, err)
 	}
-	b, err := os.ReadFile(filepath.Join(c.kubelet.Layout().Bundle(pod.UID, "web"), "config.json"))
+	b, err := os.ReadFile(c.inspect(t, id).Info.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,11 +346,11 @@ func TestKubelet_RuntimeClass_Crun(t *testing.T) {
 // TestKubelet_RuntimeClass_CrunMissing: a handler whose binary is not
 // installed fails the sandbox with an error naming the Debian package.
 func TestKubelet_RuntimeClass_CrunMissing(t *testing.T) {
-	c := newCluster(t, func(cfg *kubelet.Config) {
-		cfg.Handlers = runc.DefaultHandlers(cfg.Runtime)
-		for i := range cfg.Handlers {
-			if cfg.Handlers[i].Name == "crun" {
-				cfg.Handlers[i].Binary = filepath.Join(t.TempDir(), "crun")
+	c := newClusterWithRuntime(t, func(rc *cri.Config) {
+		rc.Handlers = runc.DefaultHandlers(rc.Runtime)
+		for i := range rc.Handlers {
+			if rc.Handlers[i].Name == "crun" {
+				rc.Handlers[i].Binary = filepath.Join(t.TempDir(), "crun")
 			}
 		}
 	})
@@ -358,11 +360,10 @@ func TestKubelet_RuntimeClass_CrunMissing(t *testing.T) {
 	p.Spec.RuntimeClassName = &rc
 	pod := c.create(t, p)
 	_, err := c.kubelet.SandboxStage(context.Background(), pod)
-	wantErr(t, err, runc.ErrRuntimeNotFound)
-	if !strings.Contains(err.Error(), "apt-get install crun") {
+	if err == nil || !strings.Contains(err.Error(), "apt-get install crun") {
 		t.Errorf("error %q does not name the crun package", err)
 	}
-	if st, _ := c.kubelet.Observe(c.get(t, "nocrun")); st.Leftovers {
+	if st, _ := c.kubelet.Observe(context.Background(), c.get(t, "nocrun")); st.Leftovers {
 		t.Errorf("left something on the node")
 	}
 }

@@ -228,7 +228,7 @@ func TestKubelet_NodeStatus_RuntimeDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kubelet.New(kubelet.Config{StateDir: dir, Client: node, Runtime: os.Args[0]}); !errors.Is(err, kubelet.ErrNoRuntime) {
+	if _, err := kubelet.New(kubelet.Config{StateDir: dir, Client: node}); !errors.Is(err, kubelet.ErrNoRuntime) {
 		t.Fatalf("New with no CRI client: %v, want ErrNoRuntime", err)
 	}
 	l, err := statedir.New(dir)
@@ -241,7 +241,7 @@ func TestKubelet_NodeStatus_RuntimeDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	k, err := kubelet.New(kubelet.Config{StateDir: dir, Client: node, Runtime: os.Args[0], CRI: c})
+	k, err := kubelet.New(kubelet.Config{StateDir: dir, Client: node, CRI: c})
 	if err != nil {
 		t.Fatal(err)
 	}

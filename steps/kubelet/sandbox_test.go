@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubelet"
 )
@@ -29,7 +31,7 @@ func TestSandbox_SharedNamespaces(t *testing.T) {
 	pod := c.create(t, p)
 	c.syncUntil(t, "pair", 10*time.Second, "Running", running)
 
-	layout := c.kubelet.Layout()
+	sb := c.sandboxOf(t, pod.UID)
 	nsOf := func(pid int, kind string) string {
 		l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, kind))
 		if err != nil {
@@ -39,18 +41,15 @@ func TestSandbox_SharedNamespaces(t *testing.T) {
 	}
 	pinned := func(kind string) string {
 		var st unix.Stat_t
-		if err := unix.Stat(layout.NamespacePath(kind, pod.UID), &st); err != nil {
+		if err := unix.Stat(sb.Info.Namespaces[kind], &st); err != nil {
 			t.Fatal(err)
 		}
 		return fmt.Sprintf("%s:[%d]", kind, st.Ino)
 	}
 	var pids []int
+	got := c.get(t, "pair")
 	for _, name := range []string{"web", "side"} {
-		st, err := c.kubelet.Runtime().State(context.Background(), kubelet.ContainerID(pod, name, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, st.Pid)
+		pids = append(pids, c.inspectContainer(t, got, name).Info.Pid)
 	}
 	for _, kind := range []string{"net", "uts", "ipc"} {
 		a, b := nsOf(pids[0], kind), nsOf(pids[1], kind)
@@ -71,7 +70,7 @@ func TestSandbox_SharedNamespaces(t *testing.T) {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			var err error
-			if body, err = getInNetns(layout.NamespacePath("net", pod.UID), "127.0.0.1:"+port); err == nil || time.Now().After(deadline) {
+			if body, err = getInNetns(sb.Info.Namespaces["net"], "127.0.0.1:"+port); err == nil || time.Now().After(deadline) {
 				if err != nil {
 					t.Fatalf("GET http://127.0.0.1:%s/ in the pod: %v", port, err)
 				}
@@ -148,8 +147,8 @@ func TestKubelet_TwoNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k2, err := kubelet.New(kubelet.Config{Node: "node-2", StateDir: c.dir, Client: client, Runtime: c.kubeletRuntime(), Shim: []string{os.Args[0]},
-		CRI: serveRuntimeOf(t, c.dir, "node-2", c.kubeletRuntime())})
+	cri2 := serveRuntimeOf(t, c.dir, "node-2", c.kubeletRuntime())
+	k2, err := kubelet.New(kubelet.Config{Node: "node-2", StateDir: c.dir, Client: client, CRI: cri2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,11 +181,15 @@ func TestKubelet_TwoNodes(t *testing.T) {
 	if k2.Layout().Dir == c.kubelet.Layout().Dir {
 		t.Fatalf("both nodes use %s", k2.Layout().Dir)
 	}
-	if _, err := os.Stat(k2.Layout().Bundle(pod.UID, "web")); err != nil {
-		t.Errorf("node-2's bundle: %v", err)
+	// node-2's runtime has the pod, its files under node-2's directory;
+	// node-1's runtime has nothing of it.
+	if len(c.containersOf(t, pod.UID)) != 0 || len(c.sandboxesOf(t, pod.UID)) != 0 {
+		t.Errorf("node-1's runtime has containers or sandboxes of node-2's pod")
 	}
-	if _, err := os.Stat(c.kubelet.Layout().Bundle(pod.UID, "web")); !os.IsNotExist(err) {
-		t.Errorf("node-1 has a bundle of node-2's pod: %v", err)
+	c2 := &cluster{cri: cri2}
+	in := c2.inspectContainer(t, c.get(t, "there"), "web")
+	if !strings.HasPrefix(in.Info.Bundle, k2.Layout().Dir+"/") {
+		t.Errorf("node-2's bundle %s is not under %s", in.Info.Bundle, k2.Layout().Dir)
 	}
 	var out strings.Builder
 	src, err := kubelet.Logs(ctx, c.dir, c.get(t, "there"), &out, kubelet.LogsOptions{})
@@ -204,11 +207,13 @@ func TestSandbox_HostNetwork(t *testing.T) {
 	p.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod := c.create(t, p)
 	got := c.syncUntil(t, "hostnet", 10*time.Second, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
-	layout := c.kubelet.Layout()
+	sb := c.sandboxOf(t, pod.UID)
+	if o := sb.Status.GetLinux().GetNamespaces().GetOptions(); o.GetNetwork() != runtimeapi.NamespaceMode_NODE || o.GetIpc() != runtimeapi.NamespaceMode_POD {
+		t.Errorf("the sandbox's namespace options: %v, want network NODE, ipc POD", o)
+	}
 	for kind, want := range map[string]bool{"net": false, "uts": false, "ipc": true} {
-		_, err := os.Stat(layout.NamespacePath(kind, pod.UID))
-		if (err == nil) != want {
-			t.Errorf("%s namespace pinned: %v, want %v", kind, err == nil, want)
+		if _, ok := sb.Info.Namespaces[kind]; ok != want {
+			t.Errorf("%s namespace pinned: %v, want %v (%v)", kind, ok, want, sb.Info.Namespaces)
 		}
 	}
 	if got.Status.PodIP == "" || got.Status.PodIP != got.Status.HostIP {

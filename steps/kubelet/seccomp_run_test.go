@@ -118,9 +118,9 @@ func TestKubelet_Seccomp_MissingLocalhostProfile(t *testing.T) {
 	p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{
 		Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &missing}}
 	p = c.create(t, p)
-	err := specAfterUnpack(t, c, p)
+	err := createAfterPull(t, c, p)
 	if err == nil || !strings.Contains(err.Error(), "cannot load seccomp profile") {
-		t.Fatalf("spec stage: error %v, want cannot load seccomp profile", err)
+		t.Fatalf("create stage: error %v, want the runtime's cannot load seccomp profile", err)
 	}
 	got := c.get(t, p.Name)
 	if len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].State.Waiting == nil ||
@@ -128,9 +128,9 @@ func TestKubelet_Seccomp_MissingLocalhostProfile(t *testing.T) {
 		t.Fatalf("status:\n%s\nwant waiting %s", statusText(got), kubelet.ReasonCreateContainerError)
 	}
 	path := filepath.Join(c.kubelet.Layout().SeccompDir(), missing)
-	want := `Warning Failed: Error: failed to generate seccomp spec opts: cannot load seccomp profile "` + path + `": the file does not exist`
-	if !hasEvent(c.events(t, got), want) {
-		t.Errorf("events %q, want one starting %q", c.events(t, got), want)
+	want := `cannot load seccomp profile "` + path + `": the file does not exist`
+	if ev := c.events(t, got); !hasEvent(ev, "Warning Failed: Error: rpc error: code = Unknown desc = ") || !strings.Contains(strings.Join(ev, "\n"), want) {
+		t.Errorf("events %q, want a Failed event with the runtime's %q", ev, want)
 	}
 }
 
@@ -141,12 +141,12 @@ func TestKubelet_Seccomp_EscapingLocalhostProfile(t *testing.T) {
 	c := newCluster(t)
 	ok := "profiles/ok.json"
 	p := helloPod(t, "seccomp-escape", "--once")
-	p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{
+	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{
 		Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &ok}}
 	p = c.create(t, p)
 	escape := "../../../../etc/passwd" // what the kubelet is handed, past any validation
-	p.Spec.SecurityContext.SeccompProfile.LocalhostProfile = &escape
-	err := specAfterUnpack(t, c, p)
+	p.Spec.Containers[0].SecurityContext.SeccompProfile.LocalhostProfile = &escape
+	err := createAfterPullOf(t, c, p)
 	wantErr(t, err, kubelet.ErrSeccompProfile)
 	got := c.get(t, p.Name)
 	if len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].State.Waiting == nil ||

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/podlab/podlab/steps/runc"
 )
 
 // StageName names a stage of a pod's life on its node.
@@ -19,13 +17,10 @@ const (
 	// StagePull makes sure the image is in the node's content store, as the
 	// imagePullPolicy says (the kubelet's EnsureImageExists, CRI PullImage).
 	StagePull StageName = "pull"
-	// StageUnpack unpacks the image into the container's bundle (the
-	// runtime's snapshot for CRI CreateContainer).
-	StageUnpack StageName = "unpack"
-	// StageSpec writes the bundle's config.json from the PodSpec and the
-	// image config (the runtime's spec for CRI CreateContainer).
-	StageSpec StageName = "spec"
-	// StageCreate runs runc create under a shim (CRI CreateContainer).
+	// StageCreate asks the runtime for the container (CRI
+	// CreateContainer): the kubelet prepares its volumes, environment and
+	// config; the runtime unpacks the image into a bundle, writes its
+	// config.json and runs runc create under a shim.
 	StageCreate StageName = "create"
 	// StageStart runs runc start (CRI StartContainer).
 	StageStart StageName = "start"
@@ -58,12 +53,8 @@ func (n StageName) CRI() string {
 		return "RunPodSandbox"
 	case StagePull:
 		return "PullImage"
-	case StageUnpack:
-		return "CreateContainer: prepare the rootfs"
-	case StageSpec:
-		return "CreateContainer: write the OCI spec"
 	case StageCreate:
-		return "CreateContainer: runc create"
+		return "CreateContainer"
 	case StageStart:
 		return "StartContainer"
 	case StageKill:
@@ -78,10 +69,12 @@ func (n StageName) CRI() string {
 // (`podlab kubelet --stage NAME`), or an error listing them.
 func ParseStage(name string) (StageName, error) {
 	switch n := StageName(name); n {
-	case StageSandbox, StagePull, StageUnpack, StageSpec, StageCreate, StageStart, StageKill, StageRemove:
+	case StageSandbox, StagePull, StageCreate, StageStart, StageKill, StageRemove:
 		return n, nil
+	case "unpack", "spec":
+		return "", fmt.Errorf("%w %q: the container runtime unpacks the image and writes the OCI spec inside CRI CreateContainer, the kubelet's create stage (podlab kubelet --pod POD --stage create, or podlab runc create --pod POD); by hand, outside any pod: podlab unpack and podlab spec", ErrNoStage, name)
 	}
-	return "", fmt.Errorf("no stage %q: the stages are sandbox, pull, unpack, spec, create, start, kill and remove", name)
+	return "", fmt.Errorf("%w %q: the stages are sandbox, pull, create, start, kill and remove", ErrNoStage, name)
 }
 
 // Actionable reports whether the stage is work to do now (not a state to
@@ -162,7 +155,7 @@ func nextForContainer(pod *corev1.Pod, st *PodState, c *ContainerState) Stage {
 			s.Name, s.Why = StageRunning, "the container runs; the kubelet watches for its exit"
 			return s
 		case RunCreated:
-			s.Name, s.Why = StageStart, "runc create is done; the app waits on the exec fifo for runc start"
+			s.Name, s.Why = StageStart, "the runtime created the container (CONTAINER_CREATED); it waits for StartContainer"
 			return s
 		}
 		if !shouldRestart(pod, l.Exit) {
@@ -186,9 +179,7 @@ func nextForContainer(pod *corev1.Pod, st *PodState, c *ContainerState) Stage {
 		return s
 	}
 	restart := s.RestartCount
-	freshRootfs := c.Rootfs && (c.ConfigRestart < 0 || c.ConfigRestart == restart)
-	switch {
-	case !pulled(pod, c, freshRootfs):
+	if !pulled(pod, c) {
 		s.Name = StagePull
 		switch {
 		case c.RefErr != nil:
@@ -196,37 +187,25 @@ func nextForContainer(pod *corev1.Pod, st *PodState, c *ContainerState) Stage {
 		case c.Policy == corev1.PullAlways:
 			s.Why = fmt.Sprintf("imagePullPolicy Always: the image is pulled for every container the kubelet starts (restart %d)", restart)
 		case c.Present:
-			s.Why = fmt.Sprintf("imagePullPolicy %s and the image is in the node's content store: the kubelet checks it and records that it is present", c.Policy)
+			s.Why = fmt.Sprintf("imagePullPolicy %s and the runtime has the image (ImageStatus): the kubelet checks it and records that it is present", c.Policy)
 		default:
-			s.Why = fmt.Sprintf("the image is not in the node's content store (imagePullPolicy %s)", c.Policy)
+			s.Why = fmt.Sprintf("the runtime does not have the image (ImageStatus; imagePullPolicy %s)", c.Policy)
 		}
-	case !freshRootfs:
-		s.Name = StageUnpack
-		if c.Rootfs {
-			s.Why = fmt.Sprintf("the bundle's rootfs was used by restart %d; restart %d gets a fresh one", c.ConfigRestart, restart)
-		} else {
-			s.Why = "the image is stored; the container's bundle has no rootfs yet"
-		}
-	case c.ConfigRestart < 0:
-		s.Name, s.Why = StageSpec, "the bundle has a rootfs and no config.json"
-	default:
-		s.Name, s.Why = StageCreate, "the bundle has its rootfs and config.json; no runtime container exists for this restart"
+		return s
 	}
+	s.Name = StageCreate
+	s.Why = fmt.Sprintf("the image is there; the runtime has no container for restart %d (it unpacks the image and writes the spec inside CreateContainer)", restart)
 	return s
 }
 
 // pulled reports whether the image stage is done for the container's
-// current restart. Once a fresh rootfs exists, it is. Otherwise the image
-// must be in the store and the stage must have run for this restart (with
-// Always, a pull; with IfNotPresent and Never, a check), which the pod's
-// status records: PullStage sets the container waiting in ContainerCreating
-// with the imageID, and an exit replaces that state.
-func pulled(pod *corev1.Pod, c *ContainerState, freshRootfs bool) bool {
+// current restart: the runtime has the image and the stage ran for this
+// restart (with Always, a pull; with IfNotPresent and Never, a check),
+// which the pod's status records: PullStage sets the container waiting in
+// ContainerCreating with the imageID, and an exit replaces that state.
+func pulled(pod *corev1.Pod, c *ContainerState) bool {
 	if c.RefErr != nil || !c.Present {
 		return false
-	}
-	if freshRootfs {
-		return true
 	}
 	switch c.Policy {
 	case corev1.PullIfNotPresent, corev1.PullNever, corev1.PullAlways:
@@ -255,7 +234,7 @@ func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
 
 // shouldRestart applies the pod's restartPolicy to an exit: Always restarts
 // every exit, OnFailure a non-zero one, Never none.
-func shouldRestart(pod *corev1.Pod, ex *runc.Exit) bool {
+func shouldRestart(pod *corev1.Pod, ex *Exit) bool {
 	switch pod.Spec.RestartPolicy {
 	case corev1.RestartPolicyNever:
 		return false

@@ -4,51 +4,48 @@ package kubelet
 // for that stage, and records it as the kubelet does: Events, and the pod's
 // status through UpdateStatus. The sync loop calls these same methods.
 // Those of a container take its name; "" means the pod's only container, or
-// else the first container whose next stage this is.
+// else the first container whose next stage this is. Every stage is the
+// kubelet's preparations, then CRI calls to the node's runtime: the
+// kubelet makes no namespace, rootfs, spec or runc container itself.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/steps/apiserver"
-	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/kubelet/subpath"
-	"github.com/podlab/podlab/steps/pull"
-	"github.com/podlab/podlab/steps/runc"
-	"github.com/podlab/podlab/steps/spec"
-	"github.com/podlab/podlab/steps/unpack"
-
-	"github.com/podlab/podlab/steps/statedir"
 )
 
 // SandboxResult is what SandboxStage did.
 type SandboxResult struct {
-	Pod     string // namespace/name
+	Pod string // namespace/name
+	// Sandbox is the sandbox as PodSandboxStatus reports it after the
+	// stage (its id, IPs, namespaces).
 	Sandbox Sandbox
-	// Created is false when the sandbox existed already.
+	// Created is false when a ready sandbox existed already.
 	Created bool
 	// PodCgroup is the pod's cgroup in its QoS tier, made before the
-	// sandbox (with its settings, and the tier's).
+	// sandbox (with its settings, and the tier's): its CgroupParent.
 	PodCgroup *PodCgroup
-	// Network is the attachment this call made (CNI ADD); NetworkNote says
-	// why a pod got none (the node has no pod CIDR), the first time.
-	// RuntimeConfig is set when the kubelet handed the runtime its Node's
-	// pod CIDR first, and the runtime wrote its network configuration.
-	// Handler is the runtime handler the sandbox runs with (its
-	// RuntimeClass's, or the default runc).
-	Handler       string
-	Network       *cni.Result
+	// Handler is the RuntimeClass's handler the kubelet asked for ("" is
+	// the runtime's default); LogDirectory the sandbox's log directory.
+	Handler      string
+	LogDirectory string
+	// NetworkNote says why a pod got no IP (the node has no pod CIDR), the
+	// first time. RuntimeConfig is set when the kubelet handed the runtime
+	// its Node's pod CIDR first (CRI UpdateRuntimeConfig).
 	NetworkNote   string
 	RuntimeConfig *RuntimeConfig
 	Took          time.Duration
@@ -73,34 +70,9 @@ type PullResult struct {
 	ImageID      string
 	Size         int64
 	RestartCount int
-	StoreDir     string
-	Took         time.Duration
-	Recording
-}
-
-// UnpackResult is what UnpackStage did.
-type UnpackResult struct {
-	Container    string
-	RestartCount int
-	Bundle       string
-	Unpack       *unpack.Result
-	Took         time.Duration
-	Recording
-}
-
-// SpecResult is what SpecStage did.
-type SpecResult struct {
-	Container    string
-	ContainerID  string
-	RestartCount int
-	// Path is the bundle's config.json.
-	Path string
-	Spec *specs.Spec
-	// OOMScoreAdj is the container's oom_score_adj: what the kubelet asks
-	// for its QoS class, and what config.json says when the kernel would
-	// refuse that.
-	OOMScoreAdj OOMScoreAdj
-	Took        time.Duration
+	// Endpoint is the runtime's image service the kubelet asked.
+	Endpoint string
+	Took     time.Duration
 	Recording
 }
 
@@ -109,13 +81,22 @@ type CreateResult struct {
 	Container    string
 	ContainerID  string
 	RestartCount int
+	SandboxID    string
 	// Handler is the runtime handler that created it (the sandbox's).
 	Handler string
-	Created *runc.Created
+	// Config is the ContainerConfig the kubelet sent (generateContainerConfig).
+	Config *runtimeapi.ContainerConfig
+	// OOMScoreAdj is the container's oom_score_adj for its QoS class.
+	OOMScoreAdj OOMScoreAdj
+	// Status is the runtime's ContainerStatus after CreateContainer, Info
+	// what its verbose status adds (podlab's runtime: the bundle,
+	// config.json, the pids; nil from another runtime).
+	Status *runtimeapi.ContainerStatus
+	Info   *containerInfo
 	// PodCgroup is set when the pod's cgroup was missing and was made
 	// again before the container (it is made with the sandbox).
 	PodCgroup *PodCgroup
-	// Removed are older runs of the container deleted to make room (the
+	// Removed are older runs of the container removed to make room (the
 	// kubelet keeps the latest dead one, for logs --previous).
 	Removed []string
 	Took    time.Duration
@@ -127,9 +108,12 @@ type StartResult struct {
 	Container    string
 	ContainerID  string
 	RestartCount int
-	State        *runc.State
-	LogPath      string
-	Took         time.Duration
+	// State is the container's state after StartContainer (running, or
+	// exited already); Pid its process on the node when the runtime says.
+	State   string
+	Pid     int
+	LogPath string
+	Took    time.Duration
 	Recording
 }
 
@@ -137,10 +121,10 @@ type StartResult struct {
 type Stopped struct {
 	Container   string
 	ContainerID string
-	// Signals are the signals sent, in order: SIGTERM, then SIGKILL when
-	// the grace period ran out (SIGKILL alone for a container never started).
-	Signals []string
-	Exit    *runc.Exit
+	// Timeout is the StopContainer timeout: the runtime sends the stop
+	// signal, waits that long, then SIGKILL.
+	Timeout time.Duration
+	Exit    *Exit
 	Took    time.Duration
 	Err     error
 }
@@ -149,7 +133,9 @@ type Stopped struct {
 type KillResult struct {
 	GracePeriod time.Duration
 	Stopped     []Stopped
-	Took        time.Duration
+	// Sandboxes are the sandboxes stopped (StopPodSandbox).
+	Sandboxes []string
+	Took      time.Duration
 	Recording
 }
 
@@ -157,15 +143,14 @@ type KillResult struct {
 // no longer has) removed.
 type RemoveResult struct {
 	UID types.UID
-	// Containers are the runtime containers deleted (runc delete), Cgroups
-	// the cgroup directories removed, Paths the bundles, namespace mounts,
-	// subPath bind mounts and pod directories removed.
+	// Containers and Sandboxes are the runtime's, removed over CRI
+	// (RemoveContainer, RemovePodSandbox); Cgroups the pod's cgroup
+	// directories the kubelet removed, Paths its subPath bind mounts and
+	// pod directory.
 	Containers []string
+	Sandboxes  []string
 	Cgroups    []string
 	Paths      []string
-	// Network are the sandbox's attachments detached (CNI DEL): their IPs
-	// went back to the node's pool.
-	Network []cni.Result
 	// Deleted is true when the pod object was deleted from the API server.
 	Deleted bool
 	Took    time.Duration
@@ -192,11 +177,11 @@ func (k *Kubelet) checkNode(pod *corev1.Pod) error {
 	return nil
 }
 
-func (k *Kubelet) target(pod *corev1.Pod, name string, stage StageName) (*target, error) {
+func (k *Kubelet) target(ctx context.Context, pod *corev1.Pod, name string, stage StageName) (*target, error) {
 	if err := k.checkNode(pod); err != nil {
 		return nil, err
 	}
-	st, err := k.Observe(pod)
+	st, err := k.Observe(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +220,7 @@ func (k *Kubelet) target(pod *corev1.Pod, name string, stage StageName) (*target
 	return t, nil
 }
 
-// mustPrepare refuses the stages that prepare a new run (pull, unpack, spec,
-// create) when there is nothing to prepare.
+// mustPrepare refuses the stages that prepare a new run (pull, create) when there is nothing to prepare.
 func (t *target) mustPrepare(pod *corev1.Pod, stage StageName) error {
 	if pod.DeletionTimestamp != nil {
 		return fmt.Errorf("%w: pod %s is being deleted: nothing to %s (next: kill and remove)", ErrOutOfOrder, podKey(pod), stage)
@@ -277,10 +261,11 @@ type warning struct{ reason, message string }
 // errorEvent is the kubelet's Warning Failed "Error: ..." event.
 func errorEvent(err error) warning { return warning{"Failed", "Error: " + statusMessage(err)} }
 
-// SandboxStage creates the pod's sandbox: its network, IPC and UTS
-// namespaces, pinned under the node directory, with lo up and the pod's
-// hostname (CRI RunPodSandbox). The pod's condition
-// PodReadyToStartContainers turns True.
+// SandboxStage has the runtime make the pod's sandbox (CRI RunPodSandbox):
+// the kubelet resolves the RuntimeClass to a handler, makes the pod's
+// cgroup and, for hostUsers: false, allocates its user namespace range;
+// the runtime makes the namespaces, attaches the network and reports the
+// IPs. The pod's condition PodReadyToStartContainers turns True.
 func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxResult, error) {
 	start := time.Now()
 	if err := k.checkNode(pod); err != nil {
@@ -289,71 +274,63 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 	if pod.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("%w: pod %s is being deleted: no sandbox for it", ErrOutOfOrder, podKey(pod))
 	}
-	res := &SandboxResult{Pod: podKey(pod), Sandbox: k.layout.observeSandbox(pod)}
-	// The kubelet resolves the pod's RuntimeClass to a handler, and the
-	// runtime looks the handler up: both before anything is made.
-	handler, err := k.lookupRuntimeHandler(ctx, pod)
+	st, err := k.Observe(ctx, pod)
 	if err != nil {
+		return nil, err
+	}
+	res := &SandboxResult{Pod: podKey(pod), Sandbox: st.Sandbox}
+	defer func() { res.Took = time.Since(start) }()
+	fail := func(err error) (*SandboxResult, error) {
 		k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
 		return res, errors.Join(fmt.Errorf("creating the sandbox of pod %s: %w", podKey(pod), err), k.report(ctx, pod, &res.Recording, nil))
 	}
-	h, _, err := k.sandboxRuntime(handler)
+	// The kubelet resolves the pod's RuntimeClass to a handler; the runtime
+	// looks the handler up: both before anything is made.
+	handler, err := k.lookupRuntimeHandler(ctx, pod)
 	if err != nil {
-		k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", sandboxFailure(err))
-		var nh *runc.NoHandlerError
-		if errors.As(err, &nh) {
-			err = fmt.Errorf("%w (%s)", err, nh.Hint())
-		}
-		return res, errors.Join(fmt.Errorf("creating the sandbox of pod %s (RuntimeClass handler %q): %w", podKey(pod), handler, err), k.report(ctx, pod, &res.Recording, nil))
+		return fail(err)
 	}
-	res.Handler = h.Name
+	res.Handler = handler
+	if st.Sandbox.Ready {
+		res.Sandbox.Hostname = podHostname(pod)
+		return res, k.report(ctx, pod, &res.Recording, nil)
+	}
 	// The pod's cgroup comes first, as the kubelet's syncPod makes it
-	// before it asks the runtime for a sandbox.
-	pc, err := k.ensurePodCgroup(ctx, pod)
+	// before it asks the runtime for a sandbox; then the pod CIDR, should
+	// the runtime have none yet.
+	in, pc, err := k.prepareSandbox(ctx, pod, uint32(st.Sandboxes))
+	res.PodCgroup = pc
 	if err != nil {
-		k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+		return fail(err)
+	}
+	if !pod.Spec.HostNetwork {
+		rc, note, err := k.ensurePodCIDR(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		res.RuntimeConfig, res.NetworkNote = rc, note
+	}
+	id, cfg, err := k.cri.createPodSandbox(ctx, pod, in, handler)
+	if err != nil {
+		if in.UserNamespace != nil && st.Sandboxes == 0 {
+			// The pod has no sandbox: its range is not held for it.
+			err = errors.Join(err, os.Remove(k.layout.UserNamespaceFile(pod.UID)), k.layout.releaseUserNamespace(pod.UID))
+		}
+		return fail(err)
+	}
+	res.Created, res.LogDirectory = true, cfg.GetLogDirectory()
+	if st, err = k.Observe(ctx, pod); err != nil {
 		return res, err
 	}
-	res.PodCgroup = pc
-	if len(res.Sandbox.Namespaces) < len(sandboxKinds(pod)) {
-		sb, err := k.pinSandbox(pod)
-		if err != nil {
-			k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
-			return res, err
-		}
-		res.Sandbox, res.Created = sb, true
+	res.Sandbox = st.Sandbox
+	if res.Sandbox.ID != id {
+		return res, fmt.Errorf("the runtime made sandbox %s for pod %s and lists %q as its newest", id, podKey(pod), res.Sandbox.ID)
 	}
-	if res.Created || res.Sandbox.RuntimeHandler != h.Name {
-		if err := k.layout.writeSandboxRecord(pod.UID, h.Name); err != nil {
-			if res.Created {
-				_ = k.layout.removeSandbox(pod.UID)
-			}
-			k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
-			return res, err
-		}
-		res.Sandbox.RuntimeHandler = h.Name
-	}
-	// The runtime attaches the pinned network namespace to the pod
-	// network (CNI ADD); a failure undoes the sandbox it just made.
-	if needsNetwork(pod) && res.Sandbox.Network == nil {
-		nr, note, err := k.attachNetwork(ctx, pod, res)
-		if err != nil {
-			if res.Created {
-				_ = k.layout.removeSandbox(pod.UID)
-			}
-			k.event(ctx, pod, &res.Recording, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
-			return res, err
-		}
-		res.Network, res.NetworkNote = nr, note
-		res.Sandbox.Network = nr
-	}
-	res.Sandbox.Ready = len(res.Sandbox.Namespaces) == len(sandboxKinds(pod))
 	err = k.report(ctx, pod, &res.Recording, nil)
-	res.Took = time.Since(start)
 	return res, err
 }
 
-// PullStage makes sure the container's image is in the node's content
+// PullStage makes sure the container's image is in the runtime's content
 // store, as its imagePullPolicy says (the kubelet's EnsureImageExists),
 // by asking the node's runtime over CRI: ImageStatus, then PullImage;
 // Always pulls, IfNotPresent pulls when ImageStatus has no image, Never
@@ -362,7 +339,7 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 // reports as ImagePullBackOff.
 func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container string) (*PullResult, error) {
 	start := time.Now()
-	t, err := k.target(pod, container, StagePull)
+	t, err := k.target(ctx, pod, container, StagePull)
 	if err != nil {
 		return nil, err
 	}
@@ -371,15 +348,14 @@ func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container stri
 	}
 	c, cs := t.c, t.cs
 	res := &PullResult{Container: c.Name, Image: c.Image, Ref: cs.Ref, Policy: c.ImagePullPolicy,
-		RestartCount: t.restart, StoreDir: k.store.Dir()}
+		RestartCount: t.restart, Endpoint: k.ImageEndpoint()}
 	defer func() { res.Took = time.Since(start) }()
 	if cs.RefErr != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: %v", c.Image, c.Image, cs.RefErr)
 		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonInvalidImageName, cs.RefErr, warning{"InspectFailed", msg})
 	}
 	// The runtime's ImageService decides and pulls (CRI ImageStatus, then
-	// PullImage as the policy says), into its content store: the node's,
-	// which the unpack stage reads.
+	// PullImage as the policy says), into its own content store.
 	asked := false
 	img, err := k.cri.ensureImageExists(ctx, c, nil, func() {
 		asked = true
@@ -393,7 +369,7 @@ func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container stri
 	case errors.Is(err, ErrImageNeverPull):
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
 		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonErrImageNeverPull,
-			fmt.Errorf("%w: the runtime's ImageStatus has no %s in %s (pull it with imagePullPolicy IfNotPresent, or crictl pull %s)", ErrImageNeverPull, cs.Ref, k.store.Dir(), c.Image),
+			fmt.Errorf("%w: the runtime's ImageStatus (%s) has no %s (pull it with imagePullPolicy IfNotPresent, or crictl pull %s)", ErrImageNeverPull, k.ImageEndpoint(), cs.Ref, c.Image),
 			warning{"ErrImageNeverPull", msg})
 	case err != nil && asked:
 		return res, k.failed(ctx, pod, t, &res.Recording, StagePull, ReasonErrImagePull, err,
@@ -404,8 +380,8 @@ func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container stri
 	k.failures.reset(t.key)
 	res.Pulled, res.PullTook, res.ImageRef = img.Pulled, img.Took, img.Ref
 	repo := cs.Ref
-	if r, err := pull.ParseReference(cs.Ref); err == nil {
-		repo = r.Registry + "/" + r.Repository
+	if r, err := parseImageRef(cs.Ref); err == nil {
+		repo = r.Repo
 	}
 	res.ImageID = repoDigest(img.Image, repo)
 	res.Size = int64(img.Image.GetSize())
@@ -420,154 +396,82 @@ func (k *Kubelet) PullStage(ctx context.Context, pod *corev1.Pod, container stri
 	return res, k.report(ctx, pod, &res.Recording, map[string]*override{c.Name: ov})
 }
 
-// UnpackStage makes the container's rootfs in its bundle,
-// <node>/bundles/<pod-uid>/<container>/rootfs: a fresh root file system for
-// every restart, as a runtime prepares a new snapshot for every container.
-// With the node's overlayfs snapshotter (Kubelet.Snapshotter) only the
-// layers the node has no snapshot of are unpacked, and the rootfs is an
-// overlay mount with an upper directory of its own; for a pod with
-// hostUsers: false the lowers are idmapped into its range (a chowned copy
-// where the kernel refuses: Unpack.Fallback says so).
-func (k *Kubelet) UnpackStage(ctx context.Context, pod *corev1.Pod, container string) (*UnpackResult, error) {
-	start := time.Now()
-	t, err := k.target(pod, container, StageUnpack)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.mustPrepare(pod, StageUnpack); err != nil {
-		return nil, err
-	}
-	res := &UnpackResult{Container: t.c.Name, RestartCount: t.restart, Bundle: t.cs.Bundle}
-	defer func() { res.Took = time.Since(start) }()
-	if t.cs.Ref == "" {
-		return nil, fmt.Errorf("unpacking the image of container %s: %w", t.c.Name, t.cs.RefErr)
-	}
-	img, err := k.store.Image(t.cs.Ref)
-	if err != nil && k.ImageEndpoint() != DefaultRuntimeEndpoint(k.layout.Node) {
-		return nil, fmt.Errorf("unpacking the image of container %s: %w: the pull stage asks the runtime on %s, which keeps its images in its own store; the in-process unpack reads only the node's, %s (the node's own runtime, %s, pulls into it)",
-			t.c.Name, err, k.ImageEndpoint(), k.store.Dir(), DefaultRuntimeEndpoint(k.layout.Node))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("unpacking the image of container %s: %w; the pull stage comes first", t.c.Name, err)
-	}
-	if err := os.MkdirAll(k.layout.PodBundles(pod.UID), 0o700); err != nil {
-		return nil, err
-	}
-	shift, err := k.rootfsShift(pod)
-	var opts unpack.Options
-	if err == nil {
-		opts, err = k.rootfsOptions(pod.UID, t.c.Name)
-	}
-	if err == nil {
-		opts.Force, opts.Shift = true, shift
-		res.Unpack, err = unpack.Unpack(ctx, img, t.cs.Bundle, opts)
-	}
-	if err == nil {
-		err = k.openBundle(pod, t.c.Name)
-	}
-	if err != nil {
-		return res, k.failed(ctx, pod, t, &res.Recording, StageUnpack, ReasonCreateContainerError, err, errorEvent(err))
-	}
-	return res, k.report(ctx, pod, &res.Recording, map[string]*override{t.c.Name: waiting(ReasonContainerCreating, "")})
-}
-
-// SpecStage writes the bundle's config.json from the PodSpec and the image
-// config: command and args, env, workingDir, resources, securityContext,
-// the sandbox's namespaces, the pod's cgroup, the volumes (each subPath
-// resolved inside its volume and bind-mounted under volume-subpaths). A
-// PodSpec podlab refuses, or a subPath that leaves its volume, sets the
-// container waiting in CreateContainerConfigError.
-func (k *Kubelet) SpecStage(ctx context.Context, pod *corev1.Pod, container string) (*SpecResult, error) {
-	start := time.Now()
-	t, err := k.target(pod, container, StageSpec)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.mustPrepare(pod, StageSpec); err != nil {
-		return nil, err
-	}
-	res := &SpecResult{Container: t.c.Name, RestartCount: t.restart, ContainerID: ContainerID(pod, t.c.Name, t.restart)}
-	defer func() { res.Took = time.Since(start) }()
-	if t.cs.Ref == "" {
-		return nil, fmt.Errorf("writing the spec of container %s: %w", t.c.Name, t.cs.RefErr)
-	}
-	d, err := k.store.Inspect(t.cs.Ref)
-	if err != nil {
-		return nil, fmt.Errorf("writing the spec of container %s: %w; the pull stage comes first", t.c.Name, err)
-	}
-	if !t.cs.Rootfs || (t.cs.ConfigRestart >= 0 && t.cs.ConfigRestart != t.restart) {
-		return nil, fmt.Errorf("%w: %w: %s has no fresh rootfs for restart %d; the unpack stage comes first", ErrOutOfOrder, spec.ErrNoRootfs, t.cs.Bundle, t.restart)
-	}
-	var s *specs.Spec
-	if len(pod.Spec.InitContainers) > 0 {
-		err = fmt.Errorf("%w: init containers (pod %s has %d)", ErrUnsupported, podKey(pod), len(pod.Spec.InitContainers))
-	} else if res.OOMScoreAdj, err = k.oomScoreAdj(ctx, pod, t.c); err == nil {
-		s, err = k.containerSpec(ctx, pod, t.c, t.restart, d.ConfigJSON, t.cs.Bundle, imageID(d), res.OOMScoreAdj.Set)
-	}
-	if err != nil {
-		return res, k.failed(ctx, pod, t, &res.Recording, StageSpec, specFailureReason(err), err, errorEvent(err))
-	}
-	if res.Path, err = spec.Write(t.cs.Bundle, s); err != nil {
-		return res, k.failed(ctx, pod, t, &res.Recording, StageSpec, ReasonCreateContainerError, err, errorEvent(err))
-	}
-	res.Spec = s
-	return res, k.report(ctx, pod, &res.Recording, map[string]*override{t.c.Name: waiting(ReasonContainerCreating, "")})
-}
-
-// specFailureReason is the waiting reason of a failed spec stage: what the
-// kubelet refuses in the PodSpec is CreateContainerConfigError; what the
-// runtime fails to load for it (a Localhost seccomp profile) is
-// CreateContainerError, as containerd's CreateContainer fails in Kubernetes.
-func specFailureReason(err error) string {
-	if errors.Is(err, spec.ErrSeccompProfile) {
-		return ReasonCreateContainerError
-	}
-	return ReasonCreateConfigError
-}
-
-// CreateStage creates the runtime container: a shim runs runc create on the
-// bundle, in the sandbox's namespaces, under the pod's cgroup (made again
-// first if it went missing) (CRI CreateContainer). Event Created.
+// CreateStage has the runtime create the container (CRI CreateContainer):
+// the kubelet resolves its environment, makes its volumes and subPath
+// mounts, works out its oom_score_adj and sends the ContainerConfig
+// (generateContainerConfig); the runtime unpacks the image into a bundle,
+// writes config.json, and has a shim run runc create in the sandbox, under
+// the pod's cgroup (made again first if it went missing). Event Created. A
+// PodSpec the kubelet refuses is CreateContainerConfigError; a refusal of
+// the runtime's, CreateContainerError.
 func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container string) (*CreateResult, error) {
 	start := time.Now()
-	t, err := k.target(pod, container, StageCreate)
+	t, err := k.target(ctx, pod, container, StageCreate)
 	if err != nil {
 		return nil, err
 	}
 	if err := t.mustPrepare(pod, StageCreate); err != nil {
 		return nil, err
 	}
-	id := ContainerID(pod, t.c.Name, t.restart)
-	res := &CreateResult{Container: t.c.Name, RestartCount: t.restart, ContainerID: id}
+	res := &CreateResult{Container: t.c.Name, RestartCount: t.restart}
 	defer func() { res.Took = time.Since(start) }()
-	if !t.st.Sandbox.Ready {
+	sb := t.st.Sandbox
+	if !sb.Ready {
 		return nil, fmt.Errorf("%w: pod %s: the sandbox stage comes before its containers", ErrNoSandbox, podKey(pod))
 	}
-	if t.cs.ConfigRestart != t.restart {
-		return nil, fmt.Errorf("%w: %s/config.json is missing or for another restart (want restart %d); the spec stage comes first", ErrOutOfOrder, t.cs.Bundle, t.restart)
+	if !pulled(pod, t.cs) {
+		// The status records the pull; pod may be older than it.
+		if cur, err := k.fresh(ctx, pod); err != nil || cur == nil || !pulled(cur, t.cs) {
+			return nil, fmt.Errorf("%w: container %s: the pull stage comes first (the runtime's ImageStatus, for restart %d)", ErrOutOfOrder, t.c.Name, t.restart)
+		}
 	}
-	pc, err := k.ensurePodCgroup(ctx, pod)
+	res.SandboxID, res.Handler = sb.ID, sb.Handler
+	if len(pod.Spec.InitContainers) > 0 {
+		err := fmt.Errorf("%w: init containers (pod %s has %d)", ErrUnsupported, podKey(pod), len(pod.Spec.InitContainers))
+		return res, k.failed(ctx, pod, t, &res.Recording, StageCreate, ReasonCreateConfigError, err, errorEvent(err))
+	}
+	// The sandbox's config, as the kubelet makes it again on every
+	// syncPod: CreateContainer is given it too.
+	in, pc, err := k.prepareSandbox(ctx, pod, sb.Attempt)
 	if err != nil {
 		return res, k.failed(ctx, pod, t, &res.Recording, StageCreate, ReasonCreateContainerError, err, errorEvent(err))
 	}
 	if pc.Created {
 		res.PodCgroup = pc
 	}
-	// The sandbox's handler runs every container of the pod.
-	rt, err := k.podRuntime(pod.UID)
+	sbCfg, err := generatePodSandboxConfig(pod, in)
+	if err != nil {
+		return res, k.failed(ctx, pod, t, &res.Recording, StageCreate, ReasonCreateConfigError, err, errorEvent(err))
+	}
+	img, err := k.cri.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: t.c.Image}})
+	if err == nil && img.GetImage() == nil {
+		err = fmt.Errorf("the runtime's ImageStatus has no %s: the pull stage comes first", t.c.Image)
+	}
 	if err != nil {
 		return res, k.failed(ctx, pod, t, &res.Recording, StageCreate, ReasonCreateContainerError, err, errorEvent(err))
 	}
-	res.Handler = rt.Handler
-	created, err := rt.Create(ctx, id, t.cs.Bundle)
+	ns := sbCfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	cin, oom, err := k.prepareContainer(ctx, pod, t.c, t.restart, img.Image.Id, img.Image, ns)
+	res.OOMScoreAdj = oom
+	var cfg *runtimeapi.ContainerConfig
+	if err == nil {
+		cfg, err = generateContainerConfig(pod, t.c, cin)
+	}
+	if err != nil {
+		return res, k.failed(ctx, pod, t, &res.Recording, StageCreate, ReasonCreateConfigError, err, errorEvent(err))
+	}
+	res.Config = cfg
+	created, err := k.cri.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.ID, Config: cfg, SandboxConfig: sbCfg})
 	if err != nil {
 		return res, k.failed(ctx, pod, t, &res.Recording, StageCreate, ReasonCreateContainerError, err, errorEvent(err))
 	}
 	k.failures.reset(t.key)
-	res.Created = created
+	res.ContainerID = created.ContainerId
+	res.Status, res.Info, _ = k.cri.containerStatus(ctx, created.ContainerId)
+	// The kubelet keeps the latest dead run (logs --previous); older ones go.
 	for _, r := range t.cs.Runs {
-		if r.RestartCount < t.restart-1 {
-			if _, err := rt.Delete(ctx, r.ID, true); err == nil {
+		if r.RestartCount < t.restart-1 && r.State == RunExited {
+			if _, err := k.cri.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: r.ID}); err == nil {
 				res.Removed = append(res.Removed, r.ID)
 			}
 		}
@@ -576,12 +480,13 @@ func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container st
 	return res, k.report(ctx, pod, &res.Recording, nil)
 }
 
-// StartStage starts the created container: runc start opens its exec fifo
-// and the app runs (CRI StartContainer). Event Started; the container is
-// running, and ready (podlab runs no probes).
+// StartStage starts the created container (CRI StartContainer): the
+// runtime runs runc start, which opens the exec fifo, and the app runs.
+// Event Started; the container is running, and ready (podlab runs no
+// probes).
 func (k *Kubelet) StartStage(ctx context.Context, pod *corev1.Pod, container string) (*StartResult, error) {
 	start := time.Now()
-	t, err := k.target(pod, container, StageStart)
+	t, err := k.target(ctx, pod, container, StageStart)
 	if err != nil {
 		return nil, err
 	}
@@ -592,13 +497,17 @@ func (k *Kubelet) StartStage(ctx context.Context, pod *corev1.Pod, container str
 	}
 	res := &StartResult{Container: t.c.Name, ContainerID: l.ID, RestartCount: l.RestartCount, LogPath: l.LogPath}
 	defer func() { res.Took = time.Since(start) }()
-	state, err := k.runtimeOrDefault(pod.UID).Start(ctx, l.ID)
-	if err != nil {
+	if _, err := k.cri.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: l.ID}); err != nil {
 		return res, k.failed(ctx, pod, t, &res.Recording, StageStart, ReasonRunContainerError, err,
 			warning{"Failed", fmt.Sprintf("Error: failed to start container %q: %v", t.c.Name, err)})
 	}
 	started := k.now()
-	res.State = state
+	if s, info, err := k.cri.containerStatus(ctx, l.ID); err == nil {
+		res.State = runOf(s, started).State
+		if info != nil {
+			res.Pid = info.Pid
+		}
+	}
 	k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Started", "Started container "+t.c.Name)
 	return res, k.report(ctx, pod, &res.Recording, map[string]*override{t.c.Name: {startedAt: started}})
 }
@@ -618,7 +527,9 @@ func gracePeriod(pod *corev1.Pod) time.Duration {
 }
 
 // KillStage stops a deleted pod's containers, all at once: Event Killing,
-// SIGTERM, the grace period, then SIGKILL (CRI StopContainer).
+// then CRI StopContainer with the grace period as its timeout (the runtime
+// sends SIGTERM, waits, then SIGKILL); then the sandbox (StopPodSandbox:
+// the runtime detaches its network).
 func (k *Kubelet) KillStage(ctx context.Context, pod *corev1.Pod) (*KillResult, error) {
 	start := time.Now()
 	if err := k.checkNode(pod); err != nil {
@@ -627,7 +538,7 @@ func (k *Kubelet) KillStage(ctx context.Context, pod *corev1.Pod) (*KillResult, 
 	if pod.DeletionTimestamp == nil {
 		return nil, fmt.Errorf("%w: pod %s is not being deleted: delete it first (podlab delete pod %s -n %s), and its kubelet stops it", ErrOutOfOrder, podKey(pod), pod.Name, pod.Namespace)
 	}
-	st, err := k.Observe(pod)
+	st, err := k.Observe(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -640,9 +551,8 @@ func (k *Kubelet) KillStage(ctx context.Context, pod *corev1.Pod) (*KillResult, 
 			continue
 		}
 		k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Killing", "Stopping container "+cs.Name)
-		rt := k.runtimeOrDefault(pod.UID)
 		wg.Go(func() {
-			s := k.stop(ctx, rt, cs.Name, l, res.GracePeriod)
+			s := k.stop(ctx, cs.Name, l, res.GracePeriod)
 			mu.Lock()
 			res.Stopped = append(res.Stopped, s)
 			mu.Unlock()
@@ -656,55 +566,51 @@ func (k *Kubelet) KillStage(ctx context.Context, pod *corev1.Pod) (*KillResult, 
 			errs = append(errs, s.Err)
 		}
 	}
+	if len(errs) == 0 {
+		for _, sb := range st.cri.Sandboxes {
+			if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+				continue
+			}
+			if _, err := k.cri.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+				errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.Id, err))
+				continue
+			}
+			res.Sandboxes = append(res.Sandboxes, sb.Id)
+		}
+	}
 	errs = append(errs, k.report(ctx, pod, &res.Recording, nil))
 	res.Took = time.Since(start)
 	return res, errors.Join(errs...)
 }
 
-// stop stops one run: SIGTERM and the grace period, then SIGKILL.
-func (k *Kubelet) stop(ctx context.Context, rt *runc.Runtime, name string, l *Run, grace time.Duration) Stopped {
+// stop stops one run (CRI StopContainer with the grace period as its
+// timeout), then reads its exit (ContainerStatus).
+func (k *Kubelet) stop(ctx context.Context, name string, l *Run, grace time.Duration) Stopped {
 	start := time.Now()
-	s := Stopped{Container: name, ContainerID: l.ID}
-	wait := func(d time.Duration) *runc.Exit {
-		wctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		ex, _ := rt.Wait(wctx, l.ID)
-		return ex
-	}
-	signals := []string{"SIGTERM", "SIGKILL"}
+	s := Stopped{Container: name, ContainerID: l.ID, Timeout: grace}
 	if l.State == RunCreated {
-		signals = signals[1:] // nothing of the app to be graceful with
+		s.Timeout = 0 // nothing of the app to be graceful with
 	}
-	for _, sig := range signals {
-		if err := rt.Kill(ctx, l.ID, sig); err != nil {
-			if ex := wait(100 * time.Millisecond); ex != nil {
-				s.Exit = ex
-				break
-			}
-			s.Err = fmt.Errorf("stopping container %s: %w", l.ID, err)
-			break
-		}
-		s.Signals = append(s.Signals, sig)
-		d := grace
-		if sig == "SIGKILL" {
-			d = 10 * time.Second
-		}
-		if s.Exit = wait(d); s.Exit != nil {
-			break
-		}
-	}
-	if s.Exit == nil && s.Err == nil {
-		s.Err = fmt.Errorf("container %s did not exit after SIGKILL", l.ID)
+	_, err := k.cri.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: l.ID, Timeout: int64(s.Timeout / time.Second)})
+	if err != nil {
+		s.Err = fmt.Errorf("stopping container %s: %w", l.ID, err)
+	} else if cs, _, err := k.cri.containerStatus(ctx, l.ID); err != nil {
+		s.Err = err
+	} else if r := runOf(cs, k.now()); r.Exit != nil {
+		s.Exit = r.Exit
+	} else {
+		s.Err = fmt.Errorf("container %s is %s after StopContainer", l.ID, r.State)
 	}
 	s.Took = time.Since(start)
 	return s
 }
 
-// RemoveStage removes what a deleted pod left on the node (CRI
-// RemoveContainer, StopPodSandbox, RemovePodSandbox): runc delete of every
-// container (and its cgroups), the bundles, the namespace mounts, the
-// pod's volumes; then it deletes the pod object with a grace period of 0,
-// which removes it from the store.
+// RemoveStage removes what a deleted pod left on the node: the runtime's
+// containers and sandboxes (CRI RemoveContainer, RemovePodSandbox: the
+// runtime removes their bundles, namespaces and network), then the
+// kubelet's own: the pod's cgroup, its subPath mounts and volumes, its user
+// namespace range; then it deletes the pod object with a grace period of
+// 0, which removes it from the store.
 func (k *Kubelet) RemoveStage(ctx context.Context, pod *corev1.Pod) (*RemoveResult, error) {
 	start := time.Now()
 	if err := k.checkNode(pod); err != nil {
@@ -734,31 +640,33 @@ func (k *Kubelet) RemoveStage(ctx context.Context, pod *corev1.Pod) (*RemoveResu
 	return res, nil
 }
 
-// removeLeftovers removes everything of the pod with uid from the node.
+// removeLeftovers removes everything of the pod with uid from the node:
+// the runtime's over CRI, then the kubelet's own.
 func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveResult, error) {
 	start := time.Now()
 	res := &RemoveResult{UID: uid}
 	defer func() { res.Took = time.Since(start) }()
-	runs, err := k.listRuns()
+	ps, err := k.cri.podStatus(ctx, uid)
 	if err != nil {
 		return res, err
 	}
 	var errs []error
-	rt := k.runtimeOrDefault(uid) // the sandbox's handler, read before its record goes
-	for _, r := range runs {
-		if r.name.UID != uid {
-			continue
+	// A sandbox still ready is stopped first (its containers with it).
+	for _, sb := range ps.Sandboxes {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			if _, err := k.cri.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+				errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.Id, err))
+			}
 		}
-		d, err := rt.Delete(ctx, r.id, true)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		res.Containers = append(res.Containers, r.id)
-		res.Cgroups = append(res.Cgroups, d.Cgroups...)
-		if d.CgroupErr != nil {
-			errs = append(errs, d.CgroupErr)
-		}
+	}
+	if err := k.cri.removePod(ctx, ps); err != nil {
+		errs = append(errs, err)
+	}
+	for _, c := range ps.Containers {
+		res.Containers = append(res.Containers, c.Id)
+	}
+	for _, sb := range ps.Sandboxes {
+		res.Sandboxes = append(res.Sandboxes, sb.Id)
 	}
 	// The pod's cgroup goes once its containers' are gone.
 	removed, err := k.removePodCgroups(ctx, uid)
@@ -766,43 +674,28 @@ func (k *Kubelet) removeLeftovers(ctx context.Context, uid types.UID) (*RemoveRe
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, kind := range statedir.NamespaceKinds() {
-		p := k.layout.NamespacePath(kind, uid)
-		if _, err := os.Lstat(p); err == nil {
-			res.Paths = append(res.Paths, p)
-		}
-	}
-	// The runtime detaches the sandbox (CNI DEL) while its network
-	// namespace still exists, then the namespaces go.
-	detached, err := k.network.Teardown(ctx, sandboxID(uid))
-	res.Network = detached
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if err := k.layout.removeSandbox(uid); err != nil {
-		errs = append(errs, err)
-	}
-	// Each overlay rootfs is unmounted and its upper directory removed
-	// before the bundles go.
-	removed, err = k.removeRootfses(uid)
-	res.Paths = append(res.Paths, removed...)
-	if err != nil {
-		errs = append(errs, err)
-	}
 	// The pod directory holds the subPath bind mounts: each is unmounted
 	// before anything is removed, or removing the directory would remove
 	// the mounted volume's files.
-	for _, p := range []string{k.layout.PodBundles(uid), k.layout.PodDir(uid)} {
-		if _, err := os.Lstat(p); err != nil {
-			continue
-		}
+	if p := k.layout.PodDir(uid); k.kubeletPodDir(uid) {
 		unmounted, err := subpath.Clean(p)
 		res.Paths = append(res.Paths, unmounted...)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("removing %s: %w", p, err))
+		} else {
+			res.Paths = append(res.Paths, p)
+		}
+	}
+	// The pod's logs go too, as the kubelet's container garbage collector
+	// removes the log directories of pods that are gone
+	// (<pod log root>/NAMESPACE_NAME_UID).
+	logs, _ := filepath.Glob(filepath.Join(k.layout.PodLogsDir(), "*_*_"+string(uid)))
+	for _, d := range logs {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("removing the logs of pod %s: %w", uid, err))
 			continue
 		}
-		res.Paths = append(res.Paths, p)
+		res.Paths = append(res.Paths, d)
 	}
 	// The pod's record went with its directory: its machine-wide claim on
 	// the range (hostUsers: false) is freed.

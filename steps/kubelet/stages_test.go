@@ -23,7 +23,7 @@ func walkByHand(t *testing.T, c *cluster, name string) []kubelet.StageName {
 	var walked []kubelet.StageName
 	for i := 0; i < 12; i++ {
 		p := c.get(t, name)
-		st, err := c.kubelet.Observe(p)
+		st, err := c.kubelet.Observe(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,10 +37,6 @@ func walkByHand(t *testing.T, c *cluster, name string) []kubelet.StageName {
 			_, err = c.kubelet.SandboxStage(ctx, p)
 		case kubelet.StagePull:
 			_, err = c.kubelet.PullStage(ctx, p, s.Container)
-		case kubelet.StageUnpack:
-			_, err = c.kubelet.UnpackStage(ctx, p, s.Container)
-		case kubelet.StageSpec:
-			_, err = c.kubelet.SpecStage(ctx, p, s.Container)
 		case kubelet.StageCreate:
 			_, err = c.kubelet.CreateStage(ctx, p, s.Container)
 		case kubelet.StageStart:
@@ -66,7 +62,9 @@ func comparable(p *corev1.Pod) string {
 	}
 	for i := range s.ContainerStatuses {
 		cs := &s.ContainerStatuses[i]
-		cs.ContainerID = strings.ReplaceAll(cs.ContainerID, p.Name+"_default_"+string(p.UID), "POD")
+		if strings.HasPrefix(cs.ContainerID, "runc://") {
+			cs.ContainerID = "runc://ID" // the runtime's, random
+		}
 		if r := cs.State.Running; r != nil {
 			r.StartedAt = metav1.Time{}
 		}
@@ -83,7 +81,7 @@ func TestStages_ByHandEqualsSyncLoop(t *testing.T) {
 	c.create(t, helloPod(t, "loop"))
 
 	walked := walkByHand(t, c, "byhand")
-	want := []kubelet.StageName{kubelet.StageSandbox, kubelet.StagePull, kubelet.StageUnpack, kubelet.StageSpec, kubelet.StageCreate, kubelet.StageStart}
+	want := []kubelet.StageName{kubelet.StageSandbox, kubelet.StagePull, kubelet.StageCreate, kubelet.StageStart}
 	if strings.Join(stageNames(walked), " ") != strings.Join(stageNames(want), " ") {
 		t.Errorf("walked %v, want %v", walked, want)
 	}
@@ -93,7 +91,7 @@ func TestStages_ByHandEqualsSyncLoop(t *testing.T) {
 		t.Errorf("by hand:\n%s\nsync loop:\n%s", a, b)
 	}
 	// The sync loop finds nothing to do for the pod walked by hand.
-	st, err := c.kubelet.Observe(byHand)
+	st, err := c.kubelet.Observe(context.Background(), byHand)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +195,7 @@ func TestStages_BadInputs(t *testing.T) {
 				yes := true
 				p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: &yes}
 			},
-			run:  func(p *corev1.Pod) error { return specAfterUnpack(t, c, p) },
+			run:  func(p *corev1.Pod) error { return createAfterPull(t, c, p) },
 			want: kubelet.ErrPrivileged, waiting: kubelet.ReasonCreateConfigError,
 		},
 		{
@@ -206,7 +204,7 @@ func TestStages_BadInputs(t *testing.T) {
 				yes, root := true, int64(0)
 				p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsNonRoot: &yes, RunAsUser: &root}
 			},
-			run:  func(p *corev1.Pod) error { return specAfterUnpack(t, c, p) },
+			run:  func(p *corev1.Pod) error { return createAfterPull(t, c, p) },
 			want: kubelet.ErrRunAsNonRoot, waiting: kubelet.ReasonCreateConfigError,
 		},
 		{
@@ -215,7 +213,7 @@ func TestStages_BadInputs(t *testing.T) {
 				p.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}
 				p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}}
 			},
-			run:  func(p *corev1.Pod) error { return specAfterUnpack(t, c, p) },
+			run:  func(p *corev1.Pod) error { return createAfterPull(t, c, p) },
 			want: kubelet.ErrUnsupported, waiting: kubelet.ReasonCreateConfigError,
 		},
 	}
@@ -249,8 +247,10 @@ func TestStages_BadInputs(t *testing.T) {
 	}
 }
 
-// specAfterUnpack walks a pod to its spec stage, whose error it returns.
-func specAfterUnpack(t *testing.T, c *cluster, p *corev1.Pod) error {
+// createAfterPull walks a pod to its create stage, whose error it returns:
+// what the kubelet refuses of the PodSpec it finds while it makes the
+// ContainerConfig, before CreateContainer.
+func createAfterPull(t *testing.T, c *cluster, p *corev1.Pod) error {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := c.kubelet.SandboxStage(ctx, p); err != nil {
@@ -259,10 +259,24 @@ func specAfterUnpack(t *testing.T, c *cluster, p *corev1.Pod) error {
 	if _, err := c.kubelet.PullStage(ctx, p, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.kubelet.UnpackStage(ctx, p, ""); err != nil {
+	_, err := c.kubelet.CreateStage(ctx, c.get(t, p.Name), "")
+	return err
+}
+
+// createAfterPullOf is createAfterPull with p, as given, handed to every
+// stage (a PodSpec the API server would not have let through).
+func createAfterPullOf(t *testing.T, c *cluster, p *corev1.Pod) error {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.kubelet.SandboxStage(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.kubelet.SpecStage(ctx, p, "")
+	if _, err := c.kubelet.PullStage(ctx, p, ""); err != nil {
+		t.Fatal(err)
+	}
+	cur := c.get(t, p.Name)
+	cur.Spec = p.Spec
+	_, err := c.kubelet.CreateStage(ctx, cur, "")
 	return err
 }
 
@@ -286,7 +300,7 @@ func TestKubelet_ImagePullBackOff(t *testing.T) {
 	}
 	var delays []time.Duration
 	for i := 0; i < 4; i++ {
-		st, err := c.kubelet.Observe(p)
+		st, err := c.kubelet.Observe(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,7 +352,7 @@ func TestKubelet_CrashLoopBackOff(t *testing.T) {
 		cs := p.Status.ContainerStatuses
 		if len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == kubelet.ReasonCrashLoopBackOff {
 			sawBackOff[cs[0].State.Waiting.Message] = true
-			st, err := c.kubelet.Observe(p)
+			st, err := c.kubelet.Observe(context.Background(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -371,7 +385,7 @@ func TestKubelet_CrashLoopBackOff(t *testing.T) {
 		t.Errorf("no BackOff event: %q", c.events(t, pod))
 	}
 	// The kubelet keeps the latest run and the one before, for logs --previous.
-	st, err := c.kubelet.Observe(p)
+	st, err := c.kubelet.Observe(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +456,7 @@ func TestKubelet_RestartPolicies(t *testing.T) {
 			if term == nil || term.ExitCode != tt.code || term.Reason != tt.reason || got.Status.ContainerStatuses[0].RestartCount != 0 {
 				t.Errorf("container: %s", statusText(got))
 			}
-			st, err := c.kubelet.Observe(got)
+			st, err := c.kubelet.Observe(context.Background(), got)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -87,7 +86,7 @@ func (k *Kubelet) report(ctx context.Context, pod *corev1.Pod, rec *Recording, o
 		if cur.UID != pod.UID {
 			return nil // another pod of the same name
 		}
-		st, err := k.Observe(cur)
+		st, err := k.Observe(ctx, cur)
 		if err != nil {
 			return err
 		}
@@ -283,11 +282,12 @@ func (k *Kubelet) containerStatus(pod *corev1.Pod, c *corev1.Container, cs *Cont
 	return out
 }
 
-// runImageID is the image a run was made from: its bundle's annotation
-// while the bundle is its, else what the status said, else the stored image.
+// runImageID is the image a run was made from: the runtime's image_ref
+// for it (repository@digest), else what the status said, else the image
+// the runtime has now.
 func runImageID(cs *ContainerState, l *Run, old *corev1.ContainerStatus) string {
-	if cs.ConfigRestart == l.RestartCount && cs.ConfigImageID != "" {
-		return cs.ConfigImageID
+	if strings.Contains(l.ImageRef, "@") {
+		return l.ImageRef
 	}
 	if old != nil && old.ContainerID == RuntimeContainerID(l.ID) && old.ImageID != "" {
 		return old.ImageID
@@ -311,7 +311,7 @@ func (k *Kubelet) terminated(r *Run, old *corev1.ContainerStatus) *corev1.Contai
 }
 
 // startedAt is when a run started: what the status recorded when
-// StartStage reported it, else when runc created it.
+// StartStage reported it, else what the runtime's ContainerStatus says.
 func (k *Kubelet) startedAt(r *Run, old *corev1.ContainerStatus) metav1.Time {
 	id := RuntimeContainerID(r.ID)
 	if old != nil {
@@ -324,8 +324,8 @@ func (k *Kubelet) startedAt(r *Run, old *corev1.ContainerStatus) metav1.Time {
 			return old.LastTerminationState.Terminated.StartedAt
 		}
 	}
-	if fi, err := os.Stat(k.rt.ContainerDir(r.ID) + "/container.json"); err == nil {
-		return metav1.NewTime(fi.ModTime())
+	if !r.StartedAt.IsZero() {
+		return metav1.NewTime(r.StartedAt)
 	}
 	return metav1.NewTime(k.now())
 }

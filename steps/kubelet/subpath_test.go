@@ -35,15 +35,12 @@ func subPathPod(t *testing.T, name, sub string) *corev1.Pod {
 	return p
 }
 
-// prepare runs the stages before spec for one container.
+// prepare runs the stages before create for one container.
 func (c *cluster) prepare(t *testing.T, pod *corev1.Pod, container string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := c.kubelet.PullStage(ctx, c.get(t, pod.Name), container); err != nil {
 		t.Fatalf("pull %s: %v", container, err)
-	}
-	if _, err := c.kubelet.UnpackStage(ctx, c.get(t, pod.Name), container); err != nil {
-		t.Fatalf("unpack %s: %v", container, err)
 	}
 }
 
@@ -59,10 +56,10 @@ func TestSubPath_SymlinkToHostRoot(t *testing.T) {
 	if _, err := c.kubelet.SandboxStage(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	// The writer's spec makes the emptyDir; then, as the writer would from
-	// inside with `ln -s / /shared/evil`, the symlink.
+	// The writer's create makes the emptyDir; then, as the writer would
+	// from inside with `ln -s / /shared/evil`, the symlink.
 	c.prepare(t, pod, "writer")
-	if _, err := c.kubelet.SpecStage(ctx, c.get(t, "evil"), "writer"); err != nil {
+	if _, err := c.kubelet.CreateStage(ctx, c.get(t, "evil"), "writer"); err != nil {
 		t.Fatal(err)
 	}
 	layout := c.kubelet.Layout()
@@ -71,17 +68,20 @@ func TestSubPath_SymlinkToHostRoot(t *testing.T) {
 	}
 
 	c.prepare(t, pod, "reader")
-	res, err := c.kubelet.SpecStage(ctx, c.get(t, "evil"), "reader")
+	res, err := c.kubelet.CreateStage(ctx, c.get(t, "evil"), "reader")
 	if err == nil {
-		for _, m := range res.Spec.Mounts {
-			if m.Destination == "/data" {
+		for _, m := range res.Config.GetMounts() {
+			if m.ContainerPath == "/data" {
 				var root, src fs.FileInfo
 				root, _ = os.Stat("/")
-				src, _ = os.Stat(m.Source)
-				t.Fatalf("the spec stage accepted subPath evil; the runtime is given %s, the host's / (%v)", m.Source, os.SameFile(root, src))
+				src, _ = os.Stat(m.HostPath)
+				t.Fatalf("the create stage accepted subPath evil; the runtime is given %s, the host's / (%v)", m.HostPath, os.SameFile(root, src))
 			}
 		}
-		t.Fatal("the spec stage accepted subPath evil")
+		t.Fatal("the create stage accepted subPath evil")
+	}
+	if n := len(c.containersOf(t, pod.UID)); n != 1 {
+		t.Errorf("the runtime has %d containers of the pod, want the writer's only", n)
 	}
 	if !errors.Is(err, subpath.ErrEscape) {
 		t.Errorf("error %v, want subpath.ErrEscape", err)
@@ -170,12 +170,7 @@ func TestSubPath_InsideVolume(t *testing.T) {
 	pod := c.create(t, p)
 	c.syncUntil(t, "inside", 10*time.Second, "Running", running)
 
-	id := kubelet.ContainerID(pod, "web", 0)
-	st, err := c.kubelet.Runtime().State(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := fmt.Sprintf("/proc/%d/root", st.Pid)
+	root := fmt.Sprintf("/proc/%d/root", c.inspectContainer(t, c.get(t, pod.Name), "web").Info.Pid)
 	for _, m := range mounts {
 		if m.want == "" {
 			fi, err := os.Stat(root + m.read)
@@ -275,7 +270,7 @@ func TestSubPath_Refused(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.prepare(t, pod, "web")
-			_, err = c.kubelet.SpecStage(ctx, c.get(t, name), "web")
+			_, err = c.kubelet.CreateStage(ctx, c.get(t, name), "web")
 			if err == nil {
 				t.Fatalf("subPath %q was accepted", tt.subPath)
 			}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podlab/podlab/steps/apiserver"
-
-	"github.com/podlab/podlab/steps/statedir"
 )
 
 // maxSteps bounds the stages one syncPod runs for one container.
@@ -139,7 +138,7 @@ func (k *Kubelet) exitedSince(ctx context.Context, pod *corev1.Pod) bool {
 		return false
 	}
 	cur := obj.(*corev1.Pod)
-	st, err := k.Observe(cur)
+	st, err := k.Observe(ctx, cur)
 	if err != nil {
 		return false
 	}
@@ -217,7 +216,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 			return err
 		}
 		for i := 0; i < 3 && pod != nil; i++ {
-			st, err := k.Observe(pod)
+			st, err := k.Observe(ctx, pod)
 			if err != nil {
 				return err
 			}
@@ -233,7 +232,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return nil
 	}
-	st, err := k.Observe(pod)
+	st, err := k.Observe(ctx, pod)
 	if err != nil {
 		return err
 	}
@@ -252,7 +251,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 			if pod, err = k.fresh(ctx, pod); err != nil || pod == nil {
 				return err
 			}
-			if st, err = k.Observe(pod); err != nil {
+			if st, err = k.Observe(ctx, pod); err != nil {
 				return err
 			}
 			cs := st.Container(c.Name)
@@ -289,10 +288,6 @@ func (k *Kubelet) RunStage(ctx context.Context, pod *corev1.Pod, stage StageName
 		return nilIfNil(k.SandboxStage(ctx, pod))
 	case StagePull:
 		return nilIfNil(k.PullStage(ctx, pod, container))
-	case StageUnpack:
-		return nilIfNil(k.UnpackStage(ctx, pod, container))
-	case StageSpec:
-		return nilIfNil(k.SpecStage(ctx, pod, container))
 	case StageCreate:
 		return nilIfNil(k.CreateStage(ctx, pod, container))
 	case StageStart:
@@ -374,8 +369,9 @@ func (k *Kubelet) Pods(ctx context.Context) ([]*corev1.Pod, error) {
 }
 
 // CleanupOrphans removes what pods the API server no longer has left on
-// the node: runtime containers, bundles, namespace mounts, volumes (the
-// kubelet's HandlePodCleanups). Run and SyncOnce do it when they start.
+// the node: the runtime's sandboxes and containers labelled with their
+// uid (over CRI), and the kubelet's own pod directories, cgroups and user
+// namespace claims (the kubelet's HandlePodCleanups). Run and SyncOnce do it when they start.
 func (k *Kubelet) CleanupOrphans(ctx context.Context) error {
 	pods, err := k.Pods(ctx)
 	if err != nil {
@@ -389,30 +385,30 @@ func (k *Kubelet) cleanupOrphans(ctx context.Context, pods []*corev1.Pod) error 
 	for _, p := range pods {
 		known[p.UID] = true
 	}
-	found := map[types.UID]bool{}
-	runs, err := k.listRuns()
+	// What the runtime has, by the pod uid label the kubelet put on it;
+	// then the kubelet's own pod directories (the runtime's, named by
+	// sandbox id, hold none of the kubelet's files).
+	found, err := k.cri.listAll(ctx)
 	if err != nil {
 		return err
 	}
-	for _, r := range runs {
-		found[r.name.UID] = true
-	}
-	dirs := []string{k.layout.BundlesDir(), k.layout.PodsDir()}
-	for _, kind := range statedir.NamespaceKinds() {
-		dirs = append(dirs, k.layout.NamespaceDir(kind))
-	}
-	for _, d := range dirs {
-		ents, _ := os.ReadDir(d)
-		for _, e := range ents {
-			found[types.UID(e.Name())] = true
+	ents, _ := os.ReadDir(k.layout.PodsDir())
+	for _, e := range ents {
+		if uid := types.UID(e.Name()); k.kubeletPodDir(uid) {
+			found[uid] = true
 		}
 	}
-	sandboxes, _ := k.network.Sandboxes() // attached, whatever else is gone
-	for _, id := range sandboxes {
-		found[types.UID(id)] = true
+	logs, _ := os.ReadDir(k.layout.PodLogsDir()) // NAMESPACE_NAME_UID
+	for _, e := range logs {
+		if f := strings.Split(e.Name(), "_"); len(f) == 3 && f[2] != "" {
+			found[types.UID(f[2])] = true
+		}
 	}
 	var errs []error
 	for uid := range found {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if known[uid] {
 			continue
 		}
@@ -448,10 +444,6 @@ func (k *Kubelet) notifyNode(res *NodeResult, err error) {
 func containerOf(res any) string {
 	switch r := res.(type) {
 	case *PullResult:
-		return r.Container
-	case *UnpackResult:
-		return r.Container
-	case *SpecResult:
 		return r.Container
 	case *CreateResult:
 		return r.Container
@@ -497,7 +489,7 @@ func (w *podWorkers) update(pod *corev1.Pod, removed bool) {
 	w.mu.Lock()
 	pw, ok := w.workers[pod.UID]
 	if !ok {
-		if removed && !w.k.podLeftovers(pod.UID) {
+		if removed && !w.k.podLeftovers(w.ctx, pod.UID) {
 			w.mu.Unlock()
 			return
 		}
@@ -528,7 +520,7 @@ func (w *podWorkers) run(uid types.UID, pw *podWorker) {
 		if removed {
 			// The pod object is gone (deleted by the kubelet, forced, or
 			// a finished pod): whatever is left of it goes too.
-			if w.k.podLeftovers(uid) {
+			if w.k.podLeftovers(w.ctx, uid) {
 				res, err := w.k.removeLeftovers(w.ctx, uid)
 				w.k.notify(Report{Pod: pod, Stage: Stage{Name: StageRemove, Why: "the pod object was deleted"},
 					Result: res, Err: err, Took: durationOf(res), Leftovers: true})
@@ -546,24 +538,12 @@ func (w *podWorkers) run(uid types.UID, pw *podWorker) {
 
 func (w *podWorkers) wait() { w.wg.Wait() }
 
-// podLeftovers reports whether anything of the pod with uid is on the node.
-func (k *Kubelet) podLeftovers(uid types.UID) bool {
-	runs, _ := k.listRuns()
-	for _, r := range runs {
-		if r.name.UID == uid {
-			return true
-		}
+// podLeftovers reports whether anything of the pod with uid is on the
+// node: the runtime's sandboxes or containers, or the kubelet's pod
+// directory.
+func (k *Kubelet) podLeftovers(ctx context.Context, uid types.UID) bool {
+	if ps, err := k.cri.podStatus(ctx, uid); err != nil || len(ps.Sandboxes) > 0 || len(ps.Containers) > 0 {
+		return true // a runtime that does not answer may still have them
 	}
-	for _, p := range []string{k.layout.PodBundles(uid), k.layout.PodDir(uid)} {
-		if _, err := os.Lstat(p); err == nil {
-			return true
-		}
-	}
-	for _, kind := range statedir.NamespaceKinds() {
-		if _, err := os.Lstat(k.layout.NamespacePath(kind, uid)); err == nil {
-			return true
-		}
-	}
-	_, attached, _ := k.network.Status(sandboxID(uid))
-	return attached
+	return k.kubeletPodDir(uid)
 }

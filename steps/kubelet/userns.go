@@ -20,24 +20,18 @@ package kubelet
 //     (RemoveStage) frees its claim, and podlab reset frees its state
 //     directory's. Kubernetes picks a free range at random; podlab takes
 //     the lowest.
-//   - The sandbox. A network namespace created outside the user namespace
-//     would stay the host root's: the pod's root could not mount /sys or set
-//     its sysctls in it. So, as containerd does, the sandbox creates the
+//   - The runtime's part. The kubelet sends the range as the sandbox's
+//     userns_options (RunPodSandbox); the runtime (steps/cri) makes the
 //     user namespace first and the network, IPC and UTS namespaces inside
-//     it, in one clone(2) of a short-lived child, and pins all four.
-//   - The container. config.json joins the pinned user namespace, with its
-//     uid/gid mappings; the rootfs is the node's snapshots through idmapped
-//     lowers with an upper directory of the range's root (a fresh copy
-//     chowned into the range where overlayfs cannot idmap them: steps/
-//     unpack's Options.Shift); the files the
-//     kubelet writes (/etc/hosts, /etc/hostname) are idmapped bind mounts;
-//     emptyDir volumes are owned by the range's root; hostPath volumes are
-//     neither (their files show as nobody inside).
+//     it, pins them, shifts the rootfs into the range and writes the
+//     mappings into config.json. The kubelet's emptyDir volumes are owned
+//     by the range's root; hostPath volumes are not (their files show as
+//     nobody inside).
 //
 // Nothing of such a pod runs as host root: what is missing (a kernel
 // without user namespaces or idmapped mounts for the state directory's file
-// system, a runc older than 1.2) fails the sandbox, before any container,
-// with a FailedCreatePodSandBox event naming it.
+// system, a runc older than 1.2) fails RunPodSandbox, before any
+// container, with a FailedCreatePodSandBox event naming it.
 
 import (
 	"encoding/json"
@@ -45,22 +39,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 
-	"github.com/containerd/containerd/v2/pkg/oci"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podlab/podlab/steps/spec"
 	"github.com/podlab/podlab/steps/statedir"
-	"github.com/podlab/podlab/steps/unpack"
 )
 
 // UserNamespaceLength is how many host ids a pod's user namespace maps
@@ -83,17 +70,6 @@ type UserNamespace struct {
 
 // Base is the first host id of the range: the pod's root on the host.
 func (u UserNamespace) Base() uint32 { return u.UIDMappings[0].HostID }
-
-func (u UserNamespace) specMappings() (uids, gids []specs.LinuxIDMapping) {
-	conv := func(ms []IDMapping) []specs.LinuxIDMapping {
-		var out []specs.LinuxIDMapping
-		for _, m := range ms {
-			out = append(out, specs.LinuxIDMapping{ContainerID: m.ContainerID, HostID: m.HostID, Size: m.Length})
-		}
-		return out
-	}
-	return conv(u.UIDMappings), conv(u.GIDMappings)
-}
 
 // usesUserNamespace: hostUsers: false.
 func usesUserNamespace(pod *corev1.Pod) bool {
@@ -417,293 +393,4 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// minRuncForUserNamespaces is the first runc that idmaps bind mounts and
-// checks a joined user namespace against the spec's mappings.
-const minRuncForUserNamespaces = "1.2.0"
-
-// checkRuncForUserNamespaces refuses a runc too old for the pod's user
-// namespace.
-func checkRuncForUserNamespaces(version string) error {
-	if !versionAtLeast(version, minRuncForUserNamespaces) {
-		return fmt.Errorf("%w: runc %s cannot idmap the pod's mounts (runc %s or later can; doctor shows which runc podlab uses)",
-			ErrUserNamespacesUnsupported, version, minRuncForUserNamespaces)
-	}
-	return nil
-}
-
-// versionAtLeast compares dotted versions ("1.5.3", "1.2.0-rc.1" counts as
-// 1.2.0); an unreadable version is not at least anything.
-func versionAtLeast(have, want string) bool {
-	parse := func(s string) ([3]int, bool) {
-		var v [3]int
-		s, _, _ = strings.Cut(s, "-")
-		parts := strings.Split(s, ".")
-		if len(parts) != 3 {
-			return v, false
-		}
-		for i, p := range parts {
-			n, err := strconv.Atoi(p)
-			if err != nil || n < 0 {
-				return v, false
-			}
-			v[i] = n
-		}
-		return v, true
-	}
-	h, ok1 := parse(have)
-	w, ok2 := parse(want)
-	if !ok1 || !ok2 {
-		return false
-	}
-	return slices.Compare(h[:], w[:]) >= 0
-}
-
-// pinInUserNamespace makes the pod's user namespace and, owned by it, the
-// other namespaces of kinds; it pins each at its path. A process that
-// uses threads cannot unshare(2) a user namespace, so a child (cat,
-// waiting on its stdin) is cloned into all of them at once; its
-// namespaces are bind-mounted, then it is let go.
-func (l Layout) pinInUserNamespace(pod *corev1.Pod, u UserNamespace, kinds []string) error {
-	cat, err := findNamespaceHolder()
-	if err != nil {
-		return err
-	}
-	flags := uintptr(0)
-	for _, k := range kinds {
-		flags |= map[string]uintptr{"user": unix.CLONE_NEWUSER, "net": unix.CLONE_NEWNET, "ipc": unix.CLONE_NEWIPC, "uts": unix.CLONE_NEWUTS}[k]
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	m := u.UIDMappings[0]
-	cmd := exec.Command(cat)
-	cmd.Stdin = r
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  flags,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: int(m.ContainerID), HostID: int(m.HostID), Size: int(m.Length)}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: int(m.ContainerID), HostID: int(m.HostID), Size: int(m.Length)}},
-		// runc calls setgroups(2) for the containers' supplementalGroups.
-		GidMappingsEnableSetgroups: true,
-		Pdeathsig:                  syscall.SIGKILL,
-	}
-	err = cmd.Start()
-	r.Close()
-	if err != nil {
-		return fmt.Errorf("%w: the kernel refused a new user namespace for ids %d-%d (%v): see /proc/sys/user/max_user_namespaces",
-			ErrUserNamespacesUnsupported, m.HostID, m.HostID+m.Length-1, err)
-	}
-	defer cmd.Wait() //nolint:errcheck // cat ends when its stdin closes
-	defer w.Close()
-	for _, k := range kinds {
-		src := fmt.Sprintf("/proc/%d/ns/%s", cmd.Process.Pid, k)
-		if err := unix.Mount(src, l.NamespacePath(k, pod.UID), "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind-mounting %s onto %s: %w", src, l.NamespacePath(k, pod.UID), err)
-		}
-	}
-	return nil
-}
-
-// namespaceHolder is the program the sandbox of a pod with hostUsers: false
-// clones into the pod's new namespaces to hold them while they are pinned:
-// cat, waiting on its stdin, does nothing else.
-const namespaceHolder = "cat"
-
-// findNamespaceHolder finds namespaceHolder on the kubelet's PATH.
-func findNamespaceHolder() (string, error) {
-	p, err := exec.LookPath(namespaceHolder)
-	if err != nil {
-		return "", fmt.Errorf("%w: the sandbox of a pod with hostUsers: false runs %s (coreutils) to hold the pod's new user namespace while it is pinned, and %v (PATH=%q): install coreutils, or start podlab with the directory that holds %s (usually /usr/bin) on its PATH",
-			ErrUserNamespacesUnsupported, namespaceHolder, err, os.Getenv("PATH"), namespaceHolder)
-	}
-	return p, nil
-}
-
-// checkIDMappedMounts makes, and throws away, an idmapped mount of dir with
-// the pinned user namespace: the kernel and dir's file system must support
-// them for the pod's /etc/hosts and /etc/hostname.
-func checkIDMappedMounts(dir, usernsPath string) error {
-	ns, err := unix.Open(usernsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(ns)
-	tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return fmt.Errorf("%w: open_tree(%s): %v (idmapped mounts need Linux 5.12 or later)", ErrUserNamespacesUnsupported, dir, err)
-	}
-	defer unix.Close(tree) // the detached copy goes with it
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns)}
-	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
-		var st unix.Statfs_t
-		_ = unix.Statfs(dir, &st)
-		return fmt.Errorf("%w: the file system of %s (type %#x) cannot be idmapped (%v): put the state directory on ext4, xfs, btrfs or tmpfs",
-			ErrUserNamespacesUnsupported, dir, st.Type, err)
-	}
-	return nil
-}
-
-// userNamespaceOpts are the spec options of a container of a pod with
-// hostUsers: false: join the sandbox's user namespace with its mappings,
-// idmap the kubelet's files (at kubeletFiles), and give the emptyDir
-// volumes to the range's root.
-func (k *Kubelet) userNamespaceOpts(pod *corev1.Pod, sb Sandbox, kubeletFiles []specs.Mount) ([]oci.SpecOpts, error) {
-	if !usesUserNamespace(pod) {
-		return nil, nil
-	}
-	u, ok, err := readUserNamespace(k.layout.UserNamespaceFile(pod.UID))
-	if err != nil {
-		return nil, err
-	}
-	nsPath, pinned := sb.Namespaces["user"]
-	if !ok || !pinned {
-		return nil, fmt.Errorf("%w: pod %s has hostUsers: false and no user namespace yet: run the sandbox stage first", ErrNoSandbox, podKey(pod))
-	}
-	for _, v := range pod.Spec.Volumes {
-		if v.EmptyDir == nil {
-			continue
-		}
-		dir := k.layout.EmptyDir(pod.UID, v.Name)
-		if err := os.MkdirAll(dir, 0o777); err != nil {
-			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
-		}
-		if err := os.Lchown(dir, int(u.Base()), int(u.Base())); err != nil {
-			return nil, fmt.Errorf("giving volume %s to the pod's root (host id %d): %w", v.Name, u.Base(), err)
-		}
-	}
-	var dsts []string
-	for _, m := range kubeletFiles {
-		dsts = append(dsts, m.Destination)
-	}
-	uids, gids := u.specMappings()
-	return []oci.SpecOpts{spec.WithUserNamespace(nsPath, uids, gids), spec.WithIDMappedMounts(dsts...)}, nil
-}
-
-// rootfsShift is the unpack option that gives a container's rootfs to its
-// pod's range (idmapped snapshots, or a chowned copy); nil for a pod
-// without a user namespace.
-func (k *Kubelet) rootfsShift(pod *corev1.Pod) (*unpack.IDShift, error) {
-	if !usesUserNamespace(pod) {
-		return nil, nil
-	}
-	u, ok, err := readUserNamespace(k.layout.UserNamespaceFile(pod.UID))
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("%w: pod %s has hostUsers: false and no user namespace range yet: run the sandbox stage first", ErrNoSandbox, podKey(pod))
-	}
-	return &unpack.IDShift{UIDBase: u.UIDMappings[0].HostID, GIDBase: u.GIDMappings[0].HostID, Size: u.UIDMappings[0].Length}, nil
-}
-
-// pinSandbox makes the pod's sandbox; for hostUsers: false, after checking
-// that runc can run the pod in a user namespace, with a range allocated
-// (or the one recorded) and the namespaces owned by its user namespace.
-func (k *Kubelet) pinSandbox(pod *corev1.Pod) (Sandbox, error) {
-	if !usesUserNamespace(pod) {
-		return k.layout.pinNamespaces(pod, nil)
-	}
-	if pod.Spec.HostNetwork || pod.Spec.HostIPC || pod.Spec.HostPID {
-		return Sandbox{}, fmt.Errorf("%w: pod %s has hostUsers: false with hostNetwork, hostIPC or hostPID: the host's namespaces are not the pod's user namespace's (the API server refuses this)", ErrUnsupported, podKey(pod))
-	}
-	if err := checkRuncForUserNamespaces(runtimeVersion(k.cfg.Runtime)); err != nil {
-		return Sandbox{}, err
-	}
-	if _, err := findNamespaceHolder(); err != nil { // before a range is taken
-		return Sandbox{}, err
-	}
-	u, err := k.layout.allocateUserNamespace(pod.UID, defaultUsernsRanges)
-	if err != nil {
-		return Sandbox{}, err
-	}
-	if err := k.layout.openForUserns(u); err != nil {
-		return Sandbox{}, err
-	}
-	sb, err := k.layout.pinNamespaces(pod, &u)
-	if err != nil {
-		return sb, err
-	}
-	if err := checkIDMappedMounts(k.layout.PodDir(pod.UID), sb.Namespaces["user"]); err != nil {
-		_ = k.layout.removeSandbox(pod.UID)
-		return Sandbox{}, err
-	}
-	return sb, nil
-}
-
-// The pod's root must reach its rootfs: runc prepares the rootfs from inside
-// the user namespace, where host-owned directories without search
-// permission for others are closed to it. As containerd does, the pod's
-// bundle directories go to the range's root group with mode 0710; the
-// kubelet's own directories above them get o+x; the state directory and
-// its parents must already allow it (the kubelet does not change what it
-// did not make).
-
-// openForUserns makes the kubelet's directories above the pod's bundles
-// searchable, and refuses when a directory above them stays closed to the
-// range's root.
-func (l Layout) openForUserns(u UserNamespace) error {
-	nodes := l.State().NodesDir()
-	own := []string{nodes, l.Dir, l.BundlesDir()}
-	for _, d := range own {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-		fi, err := os.Stat(d)
-		if err != nil {
-			return err
-		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(d, fi.Mode().Perm()|0o001); err != nil {
-				return fmt.Errorf("letting the pod's root search %s: %w", d, err)
-			}
-		}
-	}
-	for d := filepath.Dir(nodes); ; d = filepath.Dir(d) {
-		var st unix.Stat_t
-		if err := unix.Stat(d, &st); err != nil {
-			return err
-		}
-		if !searchable(st, u.Base()) {
-			return fmt.Errorf("%w: the pod's root (host uid %d) cannot reach its rootfs: %s has mode %04o; run chmod o+x %s",
-				ErrUserNamespacesUnsupported, u.Base(), d, st.Mode&0o7777, d)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
-	}
-}
-
-// searchable: may host uid (and gid) id search directory st?
-func searchable(st unix.Stat_t, id uint32) bool {
-	switch {
-	case st.Uid == id:
-		return st.Mode&0o100 != 0
-	case st.Gid == id:
-		return st.Mode&0o010 != 0
-	}
-	return st.Mode&0o001 != 0
-}
-
-// openBundle gives the pod's bundle directories to the range's root group,
-// mode 0710, after each unpack (which makes the bundle 0700 and root's).
-func (k *Kubelet) openBundle(pod *corev1.Pod, container string) error {
-	if !usesUserNamespace(pod) {
-		return nil
-	}
-	u, ok, err := readUserNamespace(k.layout.UserNamespaceFile(pod.UID))
-	if err != nil || !ok {
-		return err
-	}
-	for _, d := range []string{k.layout.PodBundles(pod.UID), k.layout.Bundle(pod.UID, container)} {
-		if err := os.Chown(d, 0, int(u.Base())); err != nil {
-			return fmt.Errorf("giving %s to the pod's root group %d: %w", d, u.Base(), err)
-		}
-		if err := os.Chmod(d, 0o710); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -3,7 +3,6 @@ package kubelet
 import (
 	"errors"
 	"fmt"
-	"github.com/podlab/podlab/internal/testenv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,8 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podlab/podlab/steps/statedir"
@@ -122,29 +119,6 @@ func TestLayout_AllocateUserNamespace_BadInput(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestCheckRuncForUserNamespaces(t *testing.T) {
-	tests := []struct {
-		version string
-		ok      bool
-	}{
-		{"1.5.3", true},
-		{"1.2.0", true},
-		{"1.2.0-rc.1", true},
-		{"2.0.0", true},
-		{"1.1.5", false},
-		{"1.1.15", false},
-		{"unknown", false},
-		{"", false},
-		{"1.x.0", false},
-	}
-	for _, tt := range tests {
-		err := checkRuncForUserNamespaces(tt.version)
-		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrUserNamespacesUnsupported)) {
-			t.Errorf("runc %q: error %v, want ok=%v", tt.version, err, tt.ok)
-		}
 	}
 }
 
@@ -333,29 +307,5 @@ func TestLayout_ReleaseUserNamespace(t *testing.T) {
 	}
 	if got := claimBases(t, l.Claims); !slices.Equal(got, []uint32{262144}) {
 		t.Errorf("claims %v after the reset, want only the other state directory's [262144]", got)
-	}
-}
-
-// Without cat on PATH, a pod with hostUsers: false gets a clear error that
-// says what to do, before a range is taken.
-func TestKubelet_PinSandbox_NoNamespaceHolder(t *testing.T) {
-	runcBin := testenv.Runc(t)
-	state := testenv.StateDir(t)
-	for d := state; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o711); err != nil { // as userns_test.go's openStateDir
-			t.Fatal(err)
-		}
-	}
-	l := mustNodeLayout(t, state, "node-1")
-	k := &Kubelet{layout: l, cfg: Config{Runtime: runcBin}}
-	t.Setenv("PATH", t.TempDir())
-	no := false
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u1"}, Spec: corev1.PodSpec{HostUsers: &no}}
-	_, err := k.pinSandbox(pod)
-	if !errors.Is(err, ErrUserNamespacesUnsupported) || !strings.Contains(err.Error(), "cat") || !strings.Contains(err.Error(), "install coreutils") {
-		t.Fatalf("error %v, want ErrUserNamespacesUnsupported naming cat and saying what to do", err)
-	}
-	if _, err := os.Stat(l.UserNamespaceFile("u1")); !os.IsNotExist(err) {
-		t.Errorf("a range was recorded for a sandbox that could not be made: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/unpack"
 )
@@ -45,14 +46,11 @@ func openStateDir(t *testing.T, dir string) {
 	}
 }
 
-// containerPid is the host pid of the pod's container web.
+// containerPid is the host pid of the pod's container web, as the
+// runtime's verbose ContainerStatus says.
 func (c *cluster) containerPid(t *testing.T, pod *corev1.Pod) int {
 	t.Helper()
-	st, err := c.kubelet.Runtime().State(context.Background(), kubelet.ContainerID(pod, "web", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.Pid
+	return c.inspectContainer(t, c.get(t, pod.Name), "web").Info.Pid
 }
 
 // inUserns runs a shell command of the host in the user namespace of pid,
@@ -154,18 +152,24 @@ func TestUserNamespace_HostUsersFalse(t *testing.T) {
 	// The rootfs is the node's shared snapshots, idmapped into the range
 	// (nothing chowned), under an upper directory of the pod's root; the
 	// kubelet's /etc/hosts (host root's) is idmapped to the pod's root.
-	if bs, err := unpack.ReadBundleSnapshot(layout.Bundle(first.UID, "web")); err != nil || bs == nil || !bs.IDMapped {
+	bundle := c.inspectContainer(t, c.get(t, "inside"), "web").Info.Bundle
+	if bs, err := unpack.ReadBundleSnapshot(bundle); err != nil || bs == nil || !bs.IDMapped {
 		t.Errorf("the rootfs is not an idmapped overlay of the node's snapshots: %+v, %v", bs, err)
 	}
-	rootfs := filepath.Join(layout.Bundle(first.UID, "web"), "rootfs")
+	rootfs := filepath.Join(bundle, "rootfs")
 	if got := owner(t, rootfs); uint64(got) != base {
 		t.Errorf("rootfs owned by %d, want %d", got, base)
 	}
 	if got := owner(t, fmt.Sprintf("/proc/%d/root/etc/hosts", pid)); uint64(got) != base {
 		t.Errorf("/etc/hosts in the container is owned by host uid %d, want %d (idmapped)", got, base)
 	}
-	if got := owner(t, filepath.Join(layout.PodDir(first.UID), "etc-hosts")); got != 0 {
-		t.Errorf("the kubelet's etc-hosts is owned by %d on disk, want 0", got)
+	sb := c.sandboxOf(t, first.UID)
+	if got := owner(t, filepath.Join(sb.Info.PodDir, "hosts")); got != 0 {
+		t.Errorf("the runtime's hosts file is owned by %d on disk, want 0", got)
+	}
+	userns := sb.Info.Namespaces["user"]
+	if userns == "" {
+		t.Errorf("the sandbox pins no user namespace: %v", sb.Info.Namespaces)
 	}
 	if _, err := os.Stat(layout.UserNamespaceFile(first.UID)); err != nil {
 		t.Errorf("no record of the range: %v", err)
@@ -189,7 +193,7 @@ func TestUserNamespace_HostUsersFalse(t *testing.T) {
 	if _, err := c.admin.Get(ctx, "pods", "default", "inside"); !apierrors.IsNotFound(err) {
 		t.Fatalf("pod inside is still there: %v", err)
 	}
-	for _, p := range []string{layout.UserNamespaceFile(first.UID), layout.NamespacePath("user", first.UID)} {
+	for _, p := range []string{layout.UserNamespaceFile(first.UID), userns} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s is still there after the pod was removed: %v", p, err)
 		}
@@ -223,20 +227,21 @@ func TestUserNamespace_RuncTooOld(t *testing.T) {
 	if err := os.WriteFile(old, []byte("#!/bin/sh\necho 'runc version 1.1.5'\necho 'spec: 1.0.2-dev'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(t, func(cfg *kubelet.Config) { cfg.Runtime = old })
+	c := newClusterWithRuntime(t, func(rc *cri.Config) { rc.Runtime = old })
 	pod := c.create(t, usernsPod(t, "old"))
 	_, err := c.kubelet.SandboxStage(context.Background(), pod)
-	wantErr(t, err, kubelet.ErrUserNamespacesUnsupported)
-	if !strings.Contains(err.Error(), "runc 1.1.5") {
-		t.Errorf("error %q does not name the runc", err)
+	if err == nil || !strings.Contains(err.Error(), "user namespaces are not supported here: runc 1.1.5") {
+		t.Fatalf("error %v: want the runtime's refusal naming runc 1.1.5", err)
 	}
-	if ev := c.events(t, pod); !hasEvent(ev, "Warning FailedCreatePodSandBox: Failed to create pod sandbox: user namespaces are not supported here: runc 1.1.5") {
-		t.Errorf("events %q: want FailedCreatePodSandBox naming runc 1.1.5", ev)
+	if ev := c.events(t, pod); !hasEvent(ev, "Warning FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: code = ") ||
+		!strings.Contains(strings.Join(ev, "\n"), "runc 1.1.5") {
+		t.Errorf("events %q: want FailedCreatePodSandBox with the runtime's error naming runc 1.1.5", ev)
 	}
-	for _, p := range []string{c.kubelet.Layout().UserNamespaceFile(pod.UID), c.kubelet.Layout().NamespacePath("user", pod.UID)} {
-		if _, err := os.Lstat(p); !os.IsNotExist(err) {
-			t.Errorf("%s exists after a refused sandbox: %v", p, err)
-		}
+	if _, err := os.Lstat(c.kubelet.Layout().UserNamespaceFile(pod.UID)); !os.IsNotExist(err) {
+		t.Errorf("the range is recorded after a refused sandbox: %v", err)
+	}
+	if sbs := c.sandboxesOf(t, pod.UID); len(sbs) != 0 {
+		t.Errorf("the runtime has %d sandboxes of the refused pod", len(sbs))
 	}
 	if p := c.get(t, "old"); p.Status.Phase == corev1.PodRunning {
 		t.Errorf("the pod runs: %s", statusText(p))

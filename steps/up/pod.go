@@ -6,7 +6,9 @@ package up
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/kubelet"
+	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/scheduler"
 )
@@ -136,7 +139,7 @@ func (u *upRun) runPod(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod,
 	var reports []status
 
 	// Step 7: syncPod begins.
-	st, err := k.Observe(pod)
+	st, err := k.Observe(ctx, pod)
 	if err != nil {
 		return u.failed(7, compKubelet+": syncPod", nil, err)
 	}
@@ -150,10 +153,10 @@ func (u *upRun) runPod(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod,
 	}
 	did := []string{
 		fmt.Sprintf("syncPod %s/%s (uid %s): the pod's runtime files go under %s", ns, name, pod.UID, k.Layout().Dir),
-		fmt.Sprintf("it looked at the node: %s; image %s %s (imagePullPolicy %s); %s; %s",
-			sandboxState(st), cs.Ref, presence(cs.Present), cs.Policy, bundleState(cs), runsState(cs)),
+		fmt.Sprintf("it asked its runtime over CRI (ListPodSandbox, ListContainers, ImageStatus): %s; image %s %s (imagePullPolicy %s); %s",
+			sandboxState(st), cs.Ref, presence(cs.Present), cs.Policy, runsState(cs)),
 		fmt.Sprintf("next: %s (%s): %s", next.Name, next.Name.CRI(), next.Why),
-		fmt.Sprintf("then, for container %s: pull, unpack, spec, create, start; its cgroup will be under %s (QoS class %s)", ctr.Name, podCgroup, pod.Status.QOSClass),
+		fmt.Sprintf("then, for container %s: pull, create, start; its cgroup will be under %s (QoS class %s)", ctr.Name, podCgroup, pod.Status.QOSClass),
 	}
 	if len(pod.Spec.Containers) > 1 {
 		did = append(did, fmt.Sprintf("(podlab up follows the first of its %d containers)", len(pod.Spec.Containers)))
@@ -190,28 +193,29 @@ func (u *upRun) runPod(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod,
 			fmt.Errorf("%w: syncPod ran no %s stage for container %s (podlab kubelet --next says why)", ErrNotRunning, sp.missing(), ctr.Name))
 	}
 	reports = sp.reports
-	c := cr.Created
+	id := cr.ContainerID
 
 	// Step 14: the PLEG watches the container.
 	comp := compKubelet + ": the PLEG"
-	running, exit := u.watchContainer(ctx, k.Runtime(), c.ID)
+	running, exit := u.watchContainer(ctx, k, pod, ctr.Name, id)
 	did = nil
 	if running {
-		did = append(did, fmt.Sprintf("watched container %s for %s, as the PLEG relists the containers every second: still running", c.ID, u.o.Settle))
+		did = append(did, fmt.Sprintf("watched container %s for %s, as the PLEG relists the containers every second (CRI ListContainers, ContainerStatus): still running", id, u.o.Settle))
 	} else {
 		what := "it is not running"
 		if exit != nil {
 			what = fmt.Sprintf("it exited with code %d", exit.Code)
 		}
-		did = append(did, fmt.Sprintf("watched container %s for %s: %s", c.ID, u.o.Settle, what))
+		did = append(did, fmt.Sprintf("watched container %s for %s: %s", id, u.o.Settle, what))
 	}
-	if procs, err := k.Runtime().Ps(ctx, c.ID); err == nil {
-		did = append(did, fmt.Sprintf("runc ps: %d process(es) in its cgroup (host pids):", len(procs)))
-		for _, p := range procs {
-			did = append(did, fmt.Sprintf("  %-7d %s", p.Pid, p.Command))
+	if str.Pid > 0 {
+		if app, err := ReadProcess(str.Pid, "", nil); err == nil {
+			did = append(did, fmt.Sprintf("its process on the node: pid %d, %s", app.Pid, app.Command))
 		}
 	}
-	did = append(did, fmt.Sprintf("its shim (pid %d) holds its stdout and stderr and waits for its exit: %s", c.ShimPid, c.ExitPath))
+	if i := cr.Info; i != nil && i.ShimPid > 0 {
+		did = append(did, fmt.Sprintf("the runtime's shim (pid %d) holds its stdout and stderr, writes them to %s and waits for its exit", i.ShimPid, u.res.LogPath))
+	}
 	u.podStep(14, comp, exit, did...)
 
 	// Step 15: the status reports.
@@ -249,7 +253,7 @@ func (u *upRun) runPod(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod,
 		fmt.Sprintf("read it back: podlab get pod %s -o yaml; the raw key: podlab store get %s", name, keyOf("pods", pod)))
 	u.podStep(16, comp, pod, did...)
 
-	u.res.Next = u.next(sp.spec.Spec.Process.Args)
+	u.res.Next = u.next(sp.args)
 	u.reach(ctx, k, pod, sr.Sandbox, ctr)
 	if !running {
 		return fmt.Errorf("%w: container %s of pod %s stopped (podlab logs %s, podlab describe pod %s)", ErrNotRunning, ctr.Name, name, name, name)
@@ -257,17 +261,28 @@ func (u *upRun) runPod(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod,
 	return nil
 }
 
-// watchContainer watches a container for Settle: running is true if it
-// still runs at the end.
-func (u *upRun) watchContainer(ctx context.Context, rt *runc.Runtime, id string) (bool, *runc.Exit) {
+// watchContainer watches a container for Settle, as the kubelet's PLEG
+// sees it (CRI): running is true if it still runs at the end.
+func (u *upRun) watchContainer(ctx context.Context, k *kubelet.Kubelet, pod *corev1.Pod, name, id string) (bool, *kubelet.Exit) {
 	deadline := time.Now().Add(u.o.Settle)
 	for {
-		st, err := rt.State(ctx, id)
+		st, err := k.Observe(ctx, pod)
 		if err != nil {
 			return false, nil
 		}
-		if st.Status != "running" {
-			return false, st.Exit
+		var run *kubelet.Run
+		if cs := st.Container(name); cs != nil {
+			for i := range cs.Runs {
+				if cs.Runs[i].ID == id {
+					run = &cs.Runs[i]
+				}
+			}
+		}
+		if run == nil {
+			return false, nil
+		}
+		if run.State != kubelet.RunRunning {
+			return false, run.Exit
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return true, nil
@@ -338,7 +353,12 @@ func (u *upRun) port(k *kubelet.Kubelet, ctr corev1.Container) int {
 			return int(p.ContainerPort)
 		}
 	}
-	st, err := k.Store().Inspect(ctr.Image)
+	// the node's runtime is podlab's: its content store is the node's
+	store, err := pull.OpenStore(k.Layout().ContentDir())
+	if err != nil {
+		return 0
+	}
+	st, err := store.Inspect(ctr.Image)
 	if err != nil || st.ConfigJSON == nil {
 		return 0
 	}
@@ -358,23 +378,16 @@ func (u *upRun) port(k *kubelet.Kubelet, ctr corev1.Container) int {
 
 func sandboxState(st *kubelet.PodState) string {
 	if st.Sandbox.Ready {
-		return "the sandbox exists"
+		return "the sandbox " + st.Sandbox.ID + " is ready"
 	}
-	return "no sandbox (no pinned namespaces)"
+	return "no ready sandbox"
 }
 
 func presence(present bool) string {
 	if present {
-		return "is in the node's content store"
+		return "is in the runtime's image store"
 	}
-	return "is not in the node's content store"
-}
-
-func bundleState(cs *kubelet.ContainerState) string {
-	if cs.Rootfs {
-		return "bundle " + cs.Bundle + " exists"
-	}
-	return "no bundle"
+	return "is not in the runtime's image store"
 }
 
 func runsState(cs *kubelet.ContainerState) string {
@@ -557,29 +570,25 @@ type syncedPod struct {
 	regOffset int
 
 	sandbox *kubelet.SandboxResult
-	unpack  *kubelet.UnpackResult
-	spec    *kubelet.SpecResult
 	create  *kubelet.CreateResult
 	start   *kubelet.StartResult
+	args    []string // the container's command, from the runtime's spec
 	reports []status
-	specDid []string
 	err     error // the step that failed, as u.failed returned it
 }
 
-// stageSteps are the chain's steps of the stages (spec and create are
-// one step: config.json, then runc create).
+// stageSteps are the chain's steps of the stages. CreateContainer is
+// steps 10 and 11 (the runtime unpacks the image, writes config.json, then
+// runc create), and step 12 is read back before the start.
 var stageSteps = map[kubelet.StageName]int{
-	kubelet.StageSandbox: 8, kubelet.StagePull: 9, kubelet.StageUnpack: 10,
-	kubelet.StageSpec: 11, kubelet.StageCreate: 11, kubelet.StageStart: 13,
+	kubelet.StageSandbox: 8, kubelet.StagePull: 9, kubelet.StageCreate: 11, kubelet.StageStart: 13,
 }
 
 // stageComponents say who does each stage.
 var stageComponents = map[kubelet.StageName]string{
 	kubelet.StageSandbox: "kubelet → container runtime (CRI RunPodSandbox)",
 	kubelet.StagePull:    "container runtime (CRI PullImage) ← the registry",
-	kubelet.StageUnpack:  "container runtime (CRI CreateContainer: the rootfs)",
-	kubelet.StageSpec:    "container runtime → OCI runtime (config.json, then runc create under podlab's shim)",
-	kubelet.StageCreate:  "container runtime → OCI runtime (config.json, then runc create under podlab's shim)",
+	kubelet.StageCreate:  "container runtime → OCI runtime (CRI CreateContainer: config.json, then runc create under podlab's shim)",
 	kubelet.StageStart:   "runc start (CRI StartContainer)",
 }
 
@@ -588,12 +597,8 @@ func (p *syncedPod) next() int {
 	switch {
 	case p.sandbox == nil:
 		return 8
-	case p.unpack == nil:
-		return 9
-	case p.spec == nil:
-		return 10
 	case p.create == nil:
-		return 11
+		return 10
 	}
 	return 13
 }
@@ -602,10 +607,6 @@ func (p *syncedPod) missing() kubelet.StageName {
 	switch {
 	case p.sandbox == nil:
 		return kubelet.StageSandbox
-	case p.unpack == nil:
-		return kubelet.StageUnpack
-	case p.spec == nil:
-		return kubelet.StageSpec
 	case p.create == nil:
 		return kubelet.StageCreate
 	}
@@ -650,7 +651,7 @@ func (p *syncedPod) onStage(r kubelet.Report) {
 			}
 			did = append(did, fmt.Sprintf("the in-process registry serves only %s (from %s)", strings.Join(refs, ", "), u.reg.Images))
 		}
-		p.err = u.failed(n, comp, append(p.specDid, did...), r.Err)
+		p.err = u.failed(n, comp, did, r.Err)
 		return
 	}
 	switch res := r.Result.(type) {
@@ -662,34 +663,51 @@ func (p *syncedPod) onStage(r kubelet.Report) {
 	case *kubelet.PullResult:
 		p.reports = append(p.reports, status{"PullImage", res.Recording})
 		u.podStep(n, comp, res, did...)
-	case *kubelet.UnpackResult:
-		p.unpack = res
-		p.reports = append(p.reports, status{"unpack", res.Recording})
-		u.res.Bundle = res.Unpack.Bundle
-		u.podStep(n, comp, res, did...)
-	case *kubelet.SpecResult:
-		// config.json and runc create are one step: its lines wait for create's.
-		p.spec = res
-		p.reports = append(p.reports, status{"spec", res.Recording})
-		p.specDid = append(did, specLines(res.Spec)...)
 	case *kubelet.CreateResult:
 		p.create = res
 		p.reports = append(p.reports, status{"CreateContainer", res.Recording})
-		c := res.Created
-		did = append(p.specDid, did...)
-		did = append(did, fmt.Sprintf("runc create (run by podlab's shim, pid %d): its process, pid %d, waits on %s", c.ShimPid, c.Pid, c.ExecFifo))
-		p.specDid = nil
-		u.res.ContainerID, u.res.LogPath = c.ID, c.LogPath
+		u.res.ContainerID = res.ContainerID
+		if res.Status != nil {
+			u.res.LogPath = res.Status.LogPath
+		}
+		var sp *specs.Spec
+		rootfs := ""
+		if i := res.Info; i != nil {
+			u.res.Bundle = i.Bundle
+			var s specs.Spec
+			if json.Unmarshal(i.RuntimeSpec, &s) == nil {
+				sp = &s
+				if s.Process != nil {
+					p.args = s.Process.Args
+				}
+				if s.Root != nil {
+					rootfs = s.Root.Path
+					if !filepath.IsAbs(rootfs) {
+						rootfs = filepath.Join(i.Bundle, rootfs)
+					}
+				}
+			}
+		}
+		// Step 10: the unpack the runtime did inside CreateContainer.
+		unpacked := []string{"CreateContainer: the runtime unpacked the image into the container's bundle, as containerd prepares a snapshot"}
+		if rootfs != "" {
+			unpacked = append(unpacked, "rootfs "+rootfs)
+		}
+		u.podStep(10, "container runtime (CRI CreateContainer: the rootfs)", res, unpacked...)
+		did = append(did, specLines(sp)...)
+		if i := res.Info; i != nil && i.Pid > 0 {
+			did = append(did, fmt.Sprintf("runc create (run by podlab's shim, pid %d): its process, pid %d, waits for runc start", i.ShimPid, i.Pid))
+		}
 		u.podStep(n, comp, res, did...)
-		p.readBack(c)
+		if i := res.Info; i != nil && i.Pid > 0 {
+			p.readBack(i.Pid, rootfs)
+		}
 	case *kubelet.StartResult:
 		p.start = res
 		p.reports = append(p.reports, status{"StartContainer", res.Recording})
-		if p.create != nil {
-			did = append(did, fmt.Sprintf("runc start opened %s: runc init exec'd the app, which is pid 1 of its PID namespace", p.create.Created.ExecFifo))
-		}
-		if res.State != nil && p.unpack != nil {
-			if app, err := ReadProcess(res.State.Pid, p.unpack.Unpack.RootFS, nil); err == nil {
+		did = append(did, "runc start opened the exec fifo: runc init exec'd the app, which is pid 1 of its PID namespace")
+		if res.Pid > 0 {
+			if app, err := ReadProcess(res.Pid, "", nil); err == nil {
 				did = append(did,
 					fmt.Sprintf("pid %d (on the node) is now: %s", app.Pid, app.Command),
 					fmt.Sprintf("its effective capabilities after execve: %d (uid %s)", len(CapNames(app.CapEff)), app.UID))
@@ -701,26 +719,25 @@ func (p *syncedPod) onStage(r kubelet.Report) {
 
 // readBack is step 12: what runc create did, read back from the kernel
 // while runc init waits on the exec fifo (before the kubelet's start).
-func (p *syncedPod) readBack(c *runc.Created) {
+func (p *syncedPod) readBack(pid int, rootfs string) {
 	u := p.u
-	comp := fmt.Sprintf("runc (runc init, pid %d, before the app)", c.Pid)
-	if p.unpack == nil || p.sandbox == nil {
+	comp := fmt.Sprintf("runc (runc init, pid %d, before the app)", pid)
+	if p.sandbox == nil {
 		return
 	}
-	rootfs := p.unpack.Unpack.RootFS
-	proc, err := ReadProcess(c.Pid, rootfs, p.sandbox.Sandbox.Namespaces)
+	proc, err := ReadProcess(pid, rootfs, p.sandbox.Sandbox.Namespaces)
 	if err != nil {
 		p.err = u.failed(12, comp, nil, err)
 		return
 	}
-	did := []string{fmt.Sprintf("read back from /proc/%d, while it waits on the exec fifo:", c.Pid)}
+	did := []string{fmt.Sprintf("read back from /proc/%d, while it waits on the exec fifo:", pid)}
 	did = append(did, namespaceLines(proc)...)
 	if proc.RootIs {
-		did = append(did, fmt.Sprintf("  root   /proc/%d/root is %s (same inode): pivot_root into the bundle's rootfs", c.Pid, rootfs))
+		did = append(did, fmt.Sprintf("  root   /proc/%d/root is %s (same inode): pivot_root into the bundle's rootfs", pid, rootfs))
 	} else {
-		did = append(did, fmt.Sprintf("  root   /proc/%d/root is not %s (pivot_root not seen)", c.Pid, rootfs))
+		did = append(did, fmt.Sprintf("  root   /proc/%d/root is not %s (pivot_root not seen)", pid, rootfs))
 	}
-	did = append(did, "  cgroup "+cgroupLine(proc.Cgroup, c.Cgroup))
+	did = append(did, "  cgroup "+cgroupLine(proc.Cgroup, nil))
 	caps := CapNames(proc.CapBnd)
 	did = append(did,
 		fmt.Sprintf("  caps   bounding set %d: %s", len(caps), strings.Join(caps, " ")),

@@ -842,8 +842,7 @@ func (u *upRun) kubeletFor(ctx context.Context, node string) (*kubelet.Kubelet, 
 	}
 	k, err := kubelet.New(kubelet.Config{
 		Node: node, StateDir: u.o.StateDir, Client: client, CRI: conn.Client,
-		Runtime: u.o.Runtime, Shim: u.o.Shim,
-		OnCommand: u.o.OnCommand, OnStage: u.onStage,
+		OnStage: u.onStage,
 	})
 	if err != nil {
 		return nil, err

@@ -18,13 +18,21 @@ import (
 // the kubelet's CRI client of it, as the kubelet's ConnectRuntime makes it.
 func Serve(tb testing.TB, n statedir.Node, runcBin string, shim []string) *criremote.Client {
 	tb.Helper()
+	return ServeConfig(tb, cri.Config{Node: n, Runtime: runcBin, Shim: shim, Insecure: true})
+}
+
+// ServeConfig is Serve of the runtime cfg describes (its Node, runc, shim,
+// handlers, CNI plugin directories, snapshotter).
+func ServeConfig(tb testing.TB, cfg cri.Config) *criremote.Client {
+	tb.Helper()
+	n := cfg.Node
 	ctx, cancel := context.WithCancel(context.Background())
 	ln, _, err := cri.Listen(ctx, n.CRISocket())
 	if err != nil {
 		cancel()
 		tb.Fatal(err)
 	}
-	srv, _, err := cri.New(ctx, cri.Config{Node: n, Runtime: runcBin, Shim: shim, Insecure: true})
+	srv, _, err := cri.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		ln.Close()

@@ -1,4 +1,4 @@
-package runc_test
+package cgroups_test
 
 import (
 	"fmt"
@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/podlab/podlab/internal/cgroups"
 	"github.com/podlab/podlab/internal/testenv"
-	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -37,18 +37,18 @@ func fakeTree(t *testing.T, files map[string]string) string {
 	return root
 }
 
-func mounts(t *testing.T, root, mountinfo string) []runc.CgroupMount {
+func mounts(t *testing.T, root, mountinfo string) []cgroups.CgroupMount {
 	t.Helper()
-	m, err := runc.ParseCgroupMounts(strings.NewReader(strings.ReplaceAll(mountinfo, "ROOT", root)))
+	m, err := cgroups.ParseCgroupMounts(strings.NewReader(strings.ReplaceAll(mountinfo, "ROOT", root)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
 }
 
-func procCgroup(t *testing.T, s string) runc.ProcCgroup {
+func procCgroup(t *testing.T, s string) cgroups.ProcCgroup {
 	t.Helper()
-	pc, err := runc.ParseProcCgroup(strings.NewReader(s))
+	pc, err := cgroups.ParseProcCgroup(strings.NewReader(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestReadCgroup(t *testing.T) {
 		files     map[string]string
 		mountinfo string
 		proc      string
-		layout    runc.CgroupVersion
+		layout    cgroups.CgroupVersion
 		path      string
 		dirs      []string // relative to the tree
 		memory    string
@@ -97,7 +97,7 @@ func TestReadCgroup(t *testing.T) {
 				"systemd/podlab/web/":                      "",
 			},
 			mountinfo: v1Mountinfo, proc: v1Proc,
-			layout: runc.CgroupV1, path: "/podlab/web",
+			layout: cgroups.CgroupV1, path: "/podlab/web",
 			dirs:   []string{"cpu,cpuacct/podlab/web", "memory/podlab/web", "pids/podlab/web", "systemd/podlab/web"},
 			memory: "67108864", pids: "32", quota: "50000", period: "100000",
 			memFile: "memory/podlab/web/memory.limit_in_bytes",
@@ -111,7 +111,7 @@ func TestReadCgroup(t *testing.T) {
 				"cpu,cpuacct/podlab/web/cpu.cfs_period_us": "100000\n",
 			},
 			mountinfo: v1Mountinfo, proc: v1Proc,
-			layout: runc.CgroupV1, path: "/podlab/web",
+			layout: cgroups.CgroupV1, path: "/podlab/web",
 			dirs:   []string{"cpu,cpuacct/podlab/web", "memory/podlab/web", "pids/podlab/web"},
 			memory: "max", pids: "max", quota: "max", period: "100000",
 			memFile: "memory/podlab/web/memory.limit_in_bytes",
@@ -124,7 +124,7 @@ func TestReadCgroup(t *testing.T) {
 				"podlab/web/cpu.max":    "50000 100000\n",
 			},
 			mountinfo: v2Mountinfo, proc: "0::/podlab/web\n",
-			layout: runc.CgroupV2, path: "/podlab/web",
+			layout: cgroups.CgroupV2, path: "/podlab/web",
 			dirs:   []string{"podlab/web"},
 			memory: "67108864", pids: "max", quota: "50000", period: "100000",
 			memFile: "podlab/web/memory.max",
@@ -137,7 +137,7 @@ func TestReadCgroup(t *testing.T) {
 				"podlab/web/cpu.max":    "max 100000\n",
 			},
 			mountinfo: v2Mountinfo, proc: "0::/podlab/web\n",
-			layout: runc.CgroupV2, path: "/podlab/web",
+			layout: cgroups.CgroupV2, path: "/podlab/web",
 			dirs:   []string{"podlab/web"},
 			memory: "max", pids: "16", quota: "max", period: "100000",
 			memFile: "podlab/web/memory.max",
@@ -149,7 +149,7 @@ func TestReadCgroup(t *testing.T) {
 				"web/pids.max":   "8\n",
 			},
 			mountinfo: "26 25 0:23 /kubepods ROOT rw - cgroup2 cgroup2 rw\n", proc: "0::/kubepods/web\n",
-			layout: runc.CgroupV2, path: "/kubepods/web",
+			layout: cgroups.CgroupV2, path: "/kubepods/web",
 			dirs:   []string{"web"},
 			memory: "1048576", pids: "8", quota: "unknown", period: "unknown",
 			memFile: "web/memory.max",
@@ -165,7 +165,7 @@ func TestReadCgroup(t *testing.T) {
 				"unified/cgroup.controllers":               "\n",
 			},
 			mountinfo: v1Mountinfo + unifiedMountinfo, proc: v1Proc + "0::/podlab/web\n",
-			layout: runc.CgroupHybrid, path: "/podlab/web",
+			layout: cgroups.CgroupHybrid, path: "/podlab/web",
 			dirs:   []string{"cpu,cpuacct/podlab/web", "memory/podlab/web", "pids/podlab/web", "unified/podlab/web"},
 			memory: "134217728", pids: "64", quota: "25000", period: "100000",
 			memFile: "memory/podlab/web/memory.limit_in_bytes",
@@ -174,7 +174,7 @@ func TestReadCgroup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := fakeTree(t, tt.files)
-			cg := runc.ReadCgroup(mounts(t, root, tt.mountinfo), procCgroup(t, tt.proc))
+			cg := cgroups.ReadCgroup(mounts(t, root, tt.mountinfo), procCgroup(t, tt.proc))
 			if cg.Layout != tt.layout {
 				t.Errorf("Layout = %s, want %s", cg.Layout, tt.layout)
 			}
@@ -190,7 +190,7 @@ func TestReadCgroup(t *testing.T) {
 			}
 			for _, c := range []struct {
 				name string
-				got  runc.Limit
+				got  cgroups.Limit
 				want string
 			}{{"memory", cg.Memory, tt.memory}, {"pids", cg.Pids, tt.pids}, {"cpu quota", cg.CPUQuota, tt.quota}, {"cpu period", cg.CPUPeriod, tt.period}} {
 				if c.got.String() != c.want {
@@ -211,7 +211,7 @@ func TestParseCgroupMounts(t *testing.T) {
 42 31 0:39 / /proc rw - proc proc rw
 garbage line
 `
-	got, err := runc.ParseCgroupMounts(strings.NewReader(in))
+	got, err := cgroups.ParseCgroupMounts(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,14 +227,14 @@ garbage line
 	if got[2].Version != 2 || got[2].Mountpoint != "/mnt/with space" {
 		t.Errorf("mount 2 = %+v, want cgroup2 at %q", got[2], "/mnt/with space")
 	}
-	if l := runc.CgroupLayout(got[1:2]); l != runc.CgroupNone {
+	if l := cgroups.CgroupLayout(got[1:2]); l != cgroups.CgroupNone {
 		t.Errorf("layout of a name=systemd-only v1 mount = %s, want none", l)
 	}
 }
 
 func TestParseProcCgroup(t *testing.T) {
 	pc := procCgroup(t, "12:cpu,cpuacct:/a\n0::/b\n1:name=systemd:/c\n")
-	want := runc.ProcCgroup{"cpu": "/a", "cpuacct": "/a", "": "/b", "name=systemd": "/c"}
+	want := cgroups.ProcCgroup{"cpu": "/a", "cpuacct": "/a", "": "/b", "name=systemd": "/c"}
 	if len(pc) != len(want) {
 		t.Fatalf("got %v, want %v", pc, want)
 	}
@@ -244,7 +244,7 @@ func TestParseProcCgroup(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "no colons here\n", "1:memory\n"} {
-		if _, err := runc.ParseProcCgroup(strings.NewReader(bad)); err == nil {
+		if _, err := cgroups.ParseProcCgroup(strings.NewReader(bad)); err == nil {
 			t.Errorf("ParseProcCgroup(%q) succeeded, want an error", bad)
 		}
 	}
@@ -253,9 +253,9 @@ func TestParseProcCgroup(t *testing.T) {
 func TestAvailableControllers(t *testing.T) {
 	t.Run("hybrid", func(t *testing.T) {
 		root := fakeTree(t, map[string]string{"unified/cgroup.controllers": "\n"})
-		got := runc.AvailableControllers(mounts(t, root, v1Mountinfo+unifiedMountinfo))
+		got := cgroups.AvailableControllers(mounts(t, root, v1Mountinfo+unifiedMountinfo))
 		for _, c := range []string{"memory", "pids", "cpu", "cpuacct"} {
-			if got[c] != runc.CgroupV1 {
+			if got[c] != cgroups.CgroupV1 {
 				t.Errorf("%s = %q, want v1", c, got[c])
 			}
 		}
@@ -265,9 +265,9 @@ func TestAvailableControllers(t *testing.T) {
 	})
 	t.Run("v2", func(t *testing.T) {
 		root := fakeTree(t, map[string]string{"cgroup.controllers": "cpuset cpu io memory pids\n"})
-		got := runc.AvailableControllers(mounts(t, root, v2Mountinfo))
+		got := cgroups.AvailableControllers(mounts(t, root, v2Mountinfo))
 		for _, c := range []string{"memory", "pids", "cpu"} {
-			if got[c] != runc.CgroupV2 {
+			if got[c] != cgroups.CgroupV2 {
 				t.Errorf("%s = %q, want v2", c, got[c])
 			}
 		}
@@ -285,7 +285,7 @@ func TestRemoveCgroupDirs(t *testing.T) {
 		"unified/podlab/web/":  "",
 	})
 	ms := mounts(t, root, v1Mountinfo+unifiedMountinfo)
-	removed, err := runc.RemoveCgroupDirs(ms, "/podlab/web")
+	removed, err := cgroups.RemoveCgroupDirs(ms, "/podlab/web")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestRemoveCgroupDirs(t *testing.T) {
 			t.Errorf("hierarchy root %s removed: %v", top, err)
 		}
 	}
-	if removed, err := runc.RemoveCgroupDirs(ms, "/"); err != nil || len(removed) != 0 {
+	if removed, err := cgroups.RemoveCgroupDirs(ms, "/"); err != nil || len(removed) != 0 {
 		t.Errorf("RemoveCgroupDirs(/) = %q, %v; want nothing removed", removed, err)
 	}
 }
@@ -317,20 +317,20 @@ func TestRemoveCgroupDirsBelow(t *testing.T) {
 		"memory/podlab-bb/web/":                      "", // another state directory's
 	})
 	ms := mounts(t, root, v1Mountinfo)
-	removed, err := runc.RemoveCgroupDirsBelow(ms, "/podlab-aa/nodes/n/kubepods/pod1/c1", "/podlab-aa/nodes/n/kubepods/pod1")
+	removed, err := cgroups.RemoveCgroupDirsBelow(ms, "/podlab-aa/nodes/n/kubepods/pod1/c1", "/podlab-aa/nodes/n/kubepods/pod1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{filepath.Join(root, "memory/podlab-aa/nodes/n/kubepods/pod1/c1")}; !slices.Equal(removed, want) {
 		t.Errorf("removed %q, want %q: the pod's cgroup stays", removed, want)
 	}
-	if _, err := runc.RemoveCgroupDirsBelow(ms, "/podlab-bb/web", "/podlab-aa"); err == nil {
+	if _, err := cgroups.RemoveCgroupDirsBelow(ms, "/podlab-bb/web", "/podlab-aa"); err == nil {
 		t.Error("removed a cgroup outside the runtime's parent")
 	}
 	if _, err := os.Stat(filepath.Join(root, "memory/podlab-bb/web")); err != nil {
 		t.Errorf("another state directory's cgroup is gone: %v", err)
 	}
-	if removed, _ := runc.RemoveCgroupDirsBelow(ms, "/podlab-aa/nodes/n/kubepods/pod1", ""); len(removed) != 1 {
+	if removed, _ := cgroups.RemoveCgroupDirsBelow(ms, "/podlab-aa/nodes/n/kubepods/pod1", ""); len(removed) != 1 {
 		t.Errorf("no parent: removed %q, want the leaf alone", removed)
 	}
 }
@@ -339,14 +339,14 @@ func TestRemoveCgroupDirsBelow(t *testing.T) {
 // kernel: whatever the layout, the memory and pids files exist somewhere.
 func TestReadProcessCgroup_Host(t *testing.T) {
 	testenv.RequireRoot(t)
-	ms, err := runc.HostCgroupMounts()
+	ms, err := cgroups.HostCgroupMounts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if runc.CgroupLayout(ms) == runc.CgroupNone {
+	if cgroups.CgroupLayout(ms) == cgroups.CgroupNone {
 		testenv.Missing(t, "no cgroup file system mounted")
 	}
-	cg, err := runc.ReadProcessCgroup(ms, os.Getpid())
+	cg, err := cgroups.ReadProcessCgroup(ms, os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,8 +363,8 @@ func TestReadProcessCgroup_Host(t *testing.T) {
 // mems); the kernel's /proc/<pid>/cgroup then names it there.
 func TestEnterCgroup_Host(t *testing.T) {
 	testenv.RequireRoot(t)
-	ms, err := runc.HostCgroupMounts()
-	if err != nil || runc.CgroupLayout(ms) == runc.CgroupNone {
+	ms, err := cgroups.HostCgroupMounts()
+	if err != nil || cgroups.CgroupLayout(ms) == cgroups.CgroupNone {
 		testenv.Missing(t, "no cgroup file system mounted")
 	}
 	l, err := statedir.New(testenv.StateDir(t)) // removes its cgroup root at the end
@@ -377,7 +377,7 @@ func TestEnterCgroup_Host(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	path := l.CgroupRoot() + "/pod/leaf"
-	dirs, err := runc.EnterCgroup(ms, path, cmd.Process.Pid)
+	dirs, err := cgroups.EnterCgroup(ms, path, cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +385,7 @@ func TestEnterCgroup_Host(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := runc.ParseProcCgroup(strings.NewReader(string(b)))
+	pc, err := cgroups.ParseProcCgroup(strings.NewReader(string(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,7 @@ func TestEnterCgroup_Host(t *testing.T) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	if _, err := runc.RemoveCgroupDirs(ms, path); err != nil {
+	if _, err := cgroups.RemoveCgroupDirs(ms, path); err != nil {
 		t.Error(err)
 	}
 }
@@ -414,14 +414,14 @@ func TestEnterCgroup_Host(t *testing.T) {
 func TestEnterCgroup_BadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name, path string
-		mounts     []runc.CgroupMount
+		mounts     []cgroups.CgroupMount
 		want       string
 	}{
-		{"no path", "", []runc.CgroupMount{{Mountpoint: t.TempDir(), Root: "/", Version: 2}}, "no cgroup path"},
+		{"no path", "", []cgroups.CgroupMount{{Mountpoint: t.TempDir(), Root: "/", Version: 2}}, "no cgroup path"},
 		{"no hierarchy", "/a/b", nil, "no cgroup hierarchy is mounted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := runc.EnterCgroup(tc.mounts, tc.path, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := cgroups.EnterCgroup(tc.mounts, tc.path, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("EnterCgroup(%q): %v, want an error saying %q", tc.path, err, tc.want)
 			}
 		})
@@ -433,7 +433,7 @@ func TestEnterCgroup_BadInput(t *testing.T) {
 // refused (it would be every process of the hierarchy).
 func TestKillCgroupProcs(t *testing.T) {
 	top := t.TempDir()
-	mounts := []runc.CgroupMount{
+	mounts := []cgroups.CgroupMount{
 		{Mountpoint: filepath.Join(top, "cpu"), Root: "/", Version: 1, Controllers: []string{"cpu"}},
 		{Mountpoint: filepath.Join(top, "unified"), Root: "/", Version: 2},
 	}
@@ -462,7 +462,7 @@ func TestKillCgroupProcs(t *testing.T) {
 		{"the leaf, named in two hierarchies", "/pod/sb", []int{pid}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := runc.KillCgroupProcs(mounts, tc.path)
+			got, err := cgroups.KillCgroupProcs(mounts, tc.path)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("KillCgroupProcs(%s): %v, want an error saying %q", tc.path, err, tc.wantErr)
