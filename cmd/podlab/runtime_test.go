@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -435,6 +437,9 @@ func TestRuntime_KilledMidCreate(t *testing.T) {
 	}
 }
 
+// runtimeID is how podlab's runtime names sandboxes and containers.
+var runtimeID = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 // checkNoOrphans fails t for what no record of node's runtime names.
 func checkNoOrphans(t *testing.T, n statedir.Node) {
 	t.Helper()
@@ -492,11 +497,22 @@ func checkNoOrphans(t *testing.T, n statedir.Node) {
 		t.Fatal(err)
 	}
 	// Under kubepods: the containers' cgroups, and the pause processes'
-	// (a leaf named by the sandbox's id).
+	// (a leaf named by the sandbox's id), directly there (crictl gives no
+	// cgroup_parent) or below the kubelet's QoS and pod cgroups
+	// (kubepods/besteffort/pod<uid>/<id>): every cgroup named as the
+	// runtime names its ids (64 hex digits) is recorded.
 	recorded := maps.Clone(containers)
 	maps.Copy(recorded, sandboxes)
 	for _, m := range mounts {
-		named("the cgroup", m.Dir(n.KubepodsCgroup()), recorded)
+		filepath.WalkDir(m.Dir(n.KubepodsCgroup()), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() || !runtimeID.MatchString(d.Name()) {
+				return nil
+			}
+			if _, ok := recorded[d.Name()]; !ok {
+				t.Errorf("the cgroup %s has no record", path)
+			}
+			return filepath.SkipDir
+		})
 	}
 	// The overlayfs snapshotter: every active snapshot (a container's
 	// upper directory, keyed <sandbox>/<container>) and every rootfs mount
