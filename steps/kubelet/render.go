@@ -76,7 +76,9 @@ func WriteReport(w io.Writer, r Report) {
 		if len(sb.IPs) > 0 {
 			fmt.Fprintf(w, "    network: the runtime attached it (CNI ADD): IP %s\n", strings.Join(sb.IPs, ","))
 		}
-		if res.NetworkNote != "" {
+		if res.NetworkNote != "" && len(sb.IPs) == 0 {
+			// (a runtime with a network of its own, containerd's CNI
+			// conflist, gives an IP whatever the node's pod CIDR)
 			fmt.Fprintf(w, "    network: %s\n", res.NetworkNote)
 		}
 		if r.Err == nil && sb.ID != "" {
