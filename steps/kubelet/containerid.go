@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -67,24 +68,19 @@ func (n *runtimeName) get(ctx context.Context, rt runtimeapi.RuntimeServiceClien
 	if err != nil {
 		return "", fmt.Errorf("asking the runtime its name (CRI Version), the type of the containerIDs: %w", err)
 	}
-	n.set(v.RuntimeName)
-	if n.name == "" {
-		return "", fmt.Errorf("the runtime's CRI Version answers no runtime_name: the containerIDs need one")
+	if v.RuntimeName == "" {
+		return "", errors.New("asking the runtime its name (CRI Version): it answers no runtime_name, which the containerIDs need")
 	}
+	n.name = v.RuntimeName
 	return n.name, nil
 }
 
-// set records the name a Version call answered (the node status asks it
-// at every heartbeat). Callers hold mu, or call remember.
-func (n *runtimeName) set(name string) {
-	if name != "" {
-		n.name = name
-	}
-}
-
-// remember records the name a Version call made elsewhere answered.
+// remember records the name a Version call made elsewhere answered (the
+// node status asks it at every heartbeat); "" changes nothing.
 func (n *runtimeName) remember(name string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.set(name)
+	if name != "" {
+		n.name = name
+	}
 }
