@@ -25,7 +25,7 @@ start.
 
 podlab exec reads the pod through the API server as the user the global
 flags name (--as, default admin), asks RBAC the same question, finds the
-container's ID in the pod's status (containerID runc://ID) and the node's
+container's ID in the pod's status (containerID podlab://ID) and the node's
 runc root in <state-dir>/nodes/<node>/runc, and runs runc exec there with
 your stdin, stdout and stderr. The command's exit code becomes podlab's
 ("command terminated with exit code N", as kubectl says it).

@@ -120,11 +120,13 @@ runtime, each stage the kubelet's own preparations, then CRI calls:
   start     StartContainer: runc start. Event Started.
 
 STATUS (steps 14-16). Pending with ContainerCreating, then Running with the
-container's containerID (runc://ID), imageID, startedAt and the conditions
-PodReadyToStartContainers, Initialized, ContainersReady and Ready. A failed
-pull is ErrImagePull, then ImagePullBackOff (10s, doubling to 5 minutes);
-an exit is restarted as restartPolicy says, with CrashLoopBackOff in between
-(10s doubling to 5 minutes); a pod ends Succeeded or Failed.
+container's containerID (<runtime name>://ID, the name the runtime's CRI
+Version answers: podlab://ID, containerd://ID), imageID, startedAt and the
+conditions PodReadyToStartContainers, Initialized, ContainersReady and
+Ready. A failed pull is ErrImagePull, then ImagePullBackOff (10s, doubling
+to 5 minutes); an exit is restarted as restartPolicy says, with
+CrashLoopBackOff in between (10s doubling to 5 minutes); a pod ends
+Succeeded or Failed.
 
 SECCOMP. securityContext.seccompProfile (the container's, else the pod's)
 picks the container's system call filter: RuntimeDefault is containerd's

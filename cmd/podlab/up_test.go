@@ -405,7 +405,7 @@ func TestUp_BadInputs(t *testing.T) {
 func containerOf(t *testing.T, state, pod string) string {
 	t.Helper()
 	yaml := mustPodlab(t, state, "get", "pod", pod, "-o", "yaml")
-	m := regexp.MustCompile(`containerID: runc://(\S+)`).FindStringSubmatch(yaml)
+	m := regexp.MustCompile(`containerID: podlab://(\S+)`).FindStringSubmatch(yaml)
 	if m == nil {
 		t.Fatalf("no containerID in pod %s:\n%s", pod, yaml)
 	}

@@ -100,7 +100,7 @@ func TestDescribe_Pod(t *testing.T) {
 		{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptrTo(int64(300))},
 		{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptrTo(int64(300))},
 	}
-	pod.Status.ContainerStatuses[0].ContainerID = "runc://web-nginx"
+	pod.Status.ContainerStatuses[0].ContainerID = "podlab://web-nginx"
 	pod.Status.ContainerStatuses[0].ImageID = "docker.io/library/nginx@sha256:abc"
 
 	ref := corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web"}
@@ -126,7 +126,7 @@ func TestDescribe_Pod(t *testing.T) {
 		"Controlled By: ReplicaSet/web-7d9c",
 		"Containers:",
 		"  nginx:",
-		"    Container ID: runc://web-nginx",
+		"    Container ID: podlab://web-nginx",
 		"    Image: nginx:1.27",
 		"    Image ID: docker.io/library/nginx@sha256:abc",
 		"    Port: 80/TCP",

@@ -126,7 +126,7 @@ func (q sizeQueue) Next() *remotecommand.TerminalSize {
 }
 
 // runningContainerID is the runtime's ID of the container's current run,
-// from the pod's status (containerID runc://ID), when it is running.
+// from the pod's status (containerID <runtime name>://ID), when it is running.
 func runningContainerID(pod *corev1.Pod, container string) (string, error) {
 	cs := containerStatus(pod, container)
 	switch {
@@ -139,9 +139,9 @@ func runningContainerID(pod *corev1.Pod, container string) (string, error) {
 	case cs.State.Running == nil:
 		return "", fmt.Errorf("%w: container %q of pod %q is not running: exec needs it running", ErrNoSuchContainer, container, pod.Name)
 	}
-	id, ok := strings.CutPrefix(cs.ContainerID, "runc://")
-	if !ok {
-		return "", fmt.Errorf("%w: container %q of pod %q has containerID %q, not one of podlab's runtime", ErrNoSuchContainer, container, pod.Name, cs.ContainerID)
+	id, err := ParseContainerID(cs.ContainerID)
+	if err != nil {
+		return "", fmt.Errorf("%w: container %q of pod %q: its status's %v", ErrNoSuchContainer, container, pod.Name, err)
 	}
-	return id, nil
+	return id.ID, nil
 }

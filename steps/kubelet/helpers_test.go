@@ -360,7 +360,11 @@ func (c *cluster) inspectContainer(t testing.TB, pod *corev1.Pod, name string) *
 	t.Helper()
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name == name && cs.ContainerID != "" {
-			return c.inspect(t, strings.TrimPrefix(cs.ContainerID, "runc://"))
+			id, err := kubelet.ParseContainerID(cs.ContainerID)
+			if err != nil {
+				t.Fatalf("pod %s, container %s: %v", pod.Name, name, err)
+			}
+			return c.inspect(t, id.ID)
 		}
 	}
 	t.Fatalf("pod %s has no container %s in its status:\n%s", pod.Name, name, statusText(pod))

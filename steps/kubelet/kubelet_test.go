@@ -34,10 +34,15 @@ func TestKubelet_SyncPod_RunsAndRemoves(t *testing.T) {
 	if cs.State.Running == nil || !cs.Ready || cs.Started == nil || !*cs.Started || cs.RestartCount != 0 {
 		t.Errorf("container status: %+v", cs)
 	}
-	// The containerID is the runtime's, as ListContainers reports it.
+	// The containerID is <runtime name>://<id>: podlab's runtime answers
+	// CRI Version with the name podlab, and the id is the runtime's, as
+	// ListContainers reports it.
 	ctrs := c.containersOf(t, pod.UID)
-	if len(ctrs) != 1 || cs.ContainerID != "runc://"+ctrs[0].Id || ctrs[0].Metadata.Name != "web" || ctrs[0].Metadata.Attempt != 0 {
-		t.Fatalf("containerID %q; the runtime's containers of the pod: %v", cs.ContainerID, ctrs)
+	if len(ctrs) != 1 || ctrs[0].Metadata.Name != "web" || ctrs[0].Metadata.Attempt != 0 {
+		t.Fatalf("the runtime's containers of the pod: %v", ctrs)
+	}
+	if want := "podlab://" + ctrs[0].Id; cs.ContainerID != want {
+		t.Fatalf("containerID %q, want %q (the runtime's name from CRI Version, the id from ListContainers)", cs.ContainerID, want)
 	}
 	id := ctrs[0].Id
 	if !strings.Contains(cs.ImageID, "/podlab/hello@sha256:") || cs.Image != helloRef(t) {

@@ -34,10 +34,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// criRuntime is a kubelet's runtime: its CRI clients.
+// criRuntime is a kubelet's runtime: its CRI clients, and the name its
+// Version answers (the TYPE of the containerIDs in pods' statuses).
 type criRuntime struct {
-	rt  runtimeapi.RuntimeServiceClient
-	img runtimeapi.ImageServiceClient
+	rt   runtimeapi.RuntimeServiceClient
+	img  runtimeapi.ImageServiceClient
+	name runtimeName
 }
 
 // createPodSandbox asks the runtime for the pod's sandbox, with the

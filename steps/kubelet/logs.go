@@ -159,11 +159,15 @@ func Logs(ctx context.Context, stateDir string, pod *corev1.Pod, w io.Writer, op
 	src.RestartCount = runs[want]
 	src.Path = filepath.Join(dir, fmt.Sprintf("%d.log", src.RestartCount))
 	if cs := containerStatus(pod, src.Container); cs != nil {
+		id := ""
 		switch {
 		case int(cs.RestartCount) == src.RestartCount:
-			src.ContainerID = strings.TrimPrefix(cs.ContainerID, "runc://")
+			id = cs.ContainerID
 		case cs.LastTerminationState.Terminated != nil:
-			src.ContainerID = strings.TrimPrefix(cs.LastTerminationState.Terminated.ContainerID, "runc://")
+			id = cs.LastTerminationState.Terminated.ContainerID
+		}
+		if c, err := ParseContainerID(id); err == nil {
+			src.ContainerID = c.ID
 		}
 	}
 	exited := func() bool {

@@ -180,6 +180,7 @@ func (k *Kubelet) nodeStatus(ctx context.Context, node *corev1.Node, declared bo
 	s.NodeInfo = k.nodeInfo()
 	if v, err := k.cri.rt.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
 		s.NodeInfo.ContainerRuntimeVersion = v.RuntimeName + "://" + v.RuntimeVersion
+		k.cri.name.remember(v.RuntimeName)
 	} else {
 		s.NodeInfo.ContainerRuntimeVersion = old.NodeInfo.ContainerRuntimeVersion
 	}

@@ -34,8 +34,17 @@ type PodState struct {
 	// the runtime's sandboxes and containers, the kubelet's pod directory
 	// (volumes, subPath mounts, the user namespace record).
 	Leftovers bool
+	// RuntimeName is the runtime's name, as its CRI Version answers it
+	// (podlab, containerd): the TYPE of the status's containerIDs,
+	// <RuntimeName>://<id>.
+	RuntimeName string
 
 	cri *criPodStatus
+}
+
+// ContainerID is the status's containerID of a run: <RuntimeName>://<id>.
+func (s *PodState) ContainerID(r *Run) string {
+	return ContainerID{Type: s.RuntimeName, ID: r.ID}.String()
 }
 
 // Container returns the state of the container called name, or nil.
@@ -167,14 +176,19 @@ type Exit struct {
 }
 
 // Observe reads what the node's runtime holds of pod over CRI: its
-// sandboxes, its containers and their exits, its images.
+// sandboxes, its containers and their exits, its images; and the runtime's
+// name (Version, asked once), which the status's containerIDs carry.
 func (k *Kubelet) Observe(ctx context.Context, pod *corev1.Pod) (*PodState, error) {
 	now := k.now()
+	name, err := k.cri.name.get(ctx, k.cri.rt)
+	if err != nil {
+		return nil, err
+	}
 	ps, err := k.cri.podStatus(ctx, pod.UID)
 	if err != nil {
 		return nil, err
 	}
-	st := &PodState{Now: now, Node: k.node, Sandbox: sandboxOf(pod, ps), Sandboxes: len(ps.Sandboxes), cri: ps}
+	st := &PodState{Now: now, Node: k.node, Sandbox: sandboxOf(pod, ps), Sandboxes: len(ps.Sandboxes), cri: ps, RuntimeName: name}
 	if usesUserNamespace(pod) {
 		if u, ok, err := readUserNamespace(k.layout.UserNamespaceFile(pod.UID)); err == nil && ok {
 			st.Sandbox.UserNamespace = &u

@@ -58,10 +58,6 @@ func (l Layout) SubPath(uid types.UID, volume, container string, index int) stri
 // UserNamespaceFile is where the pod's range is recorded.
 func (l Layout) UserNamespaceFile(uid types.UID) string { return l.UsernsRecord(string(uid)) }
 
-// RuntimeContainerID is the status's containerID: runc://<id>, as
-// containerd's is containerd://<id>.
-func RuntimeContainerID(id string) string { return "runc://" + id }
-
 // podKey is namespace/name.
 func podKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 

@@ -218,7 +218,7 @@ func pulled(pod *corev1.Pod, c *ContainerState) bool {
 			return false
 		}
 		l := c.Latest()
-		return l == nil || (cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ContainerID == RuntimeContainerID(l.ID))
+		return l == nil || (cs.LastTerminationState.Terminated != nil && isRun(cs.LastTerminationState.Terminated.ContainerID, l.ID))
 	}
 	return false // an unknown policy: PullStage reports it
 }

@@ -233,7 +233,7 @@ func (t *target) mustPrepare(pod *corev1.Pod, stage StageName) error {
 		return nil
 	}
 	if l.State != RunExited {
-		return fmt.Errorf("%w: container %s is %s (%s): nothing to %s until it exits", ErrOutOfOrder, t.c.Name, l.State, RuntimeContainerID(l.ID), stage)
+		return fmt.Errorf("%w: container %s is %s (%s): nothing to %s until it exits", ErrOutOfOrder, t.c.Name, l.State, t.st.ContainerID(l), stage)
 	}
 	if !shouldRestart(pod, l.Exit) {
 		return fmt.Errorf("%w: container %s exited with code %d and restartPolicy %s does not restart it", ErrOutOfOrder, t.c.Name, l.Exit.Code, pod.Spec.RestartPolicy)

@@ -62,8 +62,8 @@ func comparable(p *corev1.Pod) string {
 	}
 	for i := range s.ContainerStatuses {
 		cs := &s.ContainerStatuses[i]
-		if strings.HasPrefix(cs.ContainerID, "runc://") {
-			cs.ContainerID = "runc://ID" // the runtime's, random
+		if id, err := kubelet.ParseContainerID(cs.ContainerID); err == nil {
+			cs.ContainerID = id.Type + "://ID" // the runtime's id, random
 		}
 		if r := cs.State.Running; r != nil {
 			r.StartedAt = metav1.Time{}

@@ -153,7 +153,7 @@ func (k *Kubelet) computeStatus(pod *corev1.Pod, st *PodState, ov map[string]*ov
 			continue
 		}
 		s.ContainerStatuses = append(s.ContainerStatuses,
-			k.containerStatus(pod, c, cs, containerStatus(pod, c.Name), ov[c.Name], st.Now, deleting))
+			k.containerStatus(pod, c, st, cs, containerStatus(pod, c.Name), ov[c.Name], deleting))
 	}
 	if old.Phase != corev1.PodSucceeded && old.Phase != corev1.PodFailed {
 		s.Phase = podPhase(pod, s.ContainerStatuses)
@@ -203,8 +203,10 @@ func (k *Kubelet) computeStatus(pod *corev1.Pod, st *PodState, ov map[string]*ov
 }
 
 // containerStatus is one container's status: from its latest run (running,
-// created, exited), else waiting for the reason a stage gave.
-func (k *Kubelet) containerStatus(pod *corev1.Pod, c *corev1.Container, cs *ContainerState, old *corev1.ContainerStatus, ov *override, now time.Time, deleting bool) corev1.ContainerStatus {
+// created, exited), else waiting for the reason a stage gave. Its
+// containerIDs are <runtime name>://<id> (st.ContainerID).
+func (k *Kubelet) containerStatus(pod *corev1.Pod, c *corev1.Container, st *PodState, cs *ContainerState, old *corev1.ContainerStatus, ov *override, deleting bool) corev1.ContainerStatus {
+	now := st.Now
 	f := false
 	out := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Started: &f}
 	if cs.Ref != "" {
@@ -215,7 +217,7 @@ func (k *Kubelet) containerStatus(pod *corev1.Pod, c *corev1.Container, cs *Cont
 		if r == nil || r.State != RunExited {
 			return corev1.ContainerState{}
 		}
-		return corev1.ContainerState{Terminated: k.terminated(r, old)}
+		return corev1.ContainerState{Terminated: k.terminated(st, r, old)}
 	}
 	waitingFor := func() *corev1.ContainerStateWaiting {
 		switch {
@@ -228,7 +230,7 @@ func (k *Kubelet) containerStatus(pod *corev1.Pod, c *corev1.Container, cs *Cont
 	}
 	if l != nil {
 		out.RestartCount = int32(l.RestartCount)
-		out.ContainerID = RuntimeContainerID(l.ID)
+		out.ContainerID = st.ContainerID(l)
 		out.ImageID = runImageID(cs, l, old)
 	}
 	switch {
@@ -251,14 +253,14 @@ func (k *Kubelet) containerStatus(pod *corev1.Pod, c *corev1.Container, cs *Cont
 		out.State.Waiting = &corev1.ContainerStateWaiting{Reason: ReasonContainerCreating}
 		out.LastTerminationState = last(p)
 	default: // exited
-		term := k.terminated(l, old)
+		term := k.terminated(st, l, old)
 		if deleting || !shouldRestart(pod, l.Exit) {
 			out.State.Terminated = term
 			out.LastTerminationState = last(p)
 			break
 		}
 		lastMatches := old != nil && old.LastTerminationState.Terminated != nil &&
-			old.LastTerminationState.Terminated.ContainerID == out.ContainerID
+			isRun(old.LastTerminationState.Terminated.ContainerID, l.ID)
 		switch {
 		case ov != nil && ov.waiting != nil:
 			out.State.Waiting = ov.waiting
@@ -289,20 +291,20 @@ func runImageID(cs *ContainerState, l *Run, old *corev1.ContainerStatus) string 
 	if strings.Contains(l.ImageRef, "@") {
 		return l.ImageRef
 	}
-	if old != nil && old.ContainerID == RuntimeContainerID(l.ID) && old.ImageID != "" {
+	if old != nil && isRun(old.ContainerID, l.ID) && old.ImageID != "" {
 		return old.ImageID
 	}
 	return cs.ImageID
 }
 
 // terminated is an exited run's state.
-func (k *Kubelet) terminated(r *Run, old *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+func (k *Kubelet) terminated(st *PodState, r *Run, old *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
 	t := &corev1.ContainerStateTerminated{
 		ExitCode:    int32(r.Exit.Code),
 		Reason:      "Completed",
 		StartedAt:   k.startedAt(r, old),
 		FinishedAt:  metav1.NewTime(r.Exit.ExitedAt),
-		ContainerID: RuntimeContainerID(r.ID),
+		ContainerID: st.ContainerID(r),
 	}
 	if r.Exit.Code != 0 {
 		t.Reason = "Error"
@@ -313,14 +315,13 @@ func (k *Kubelet) terminated(r *Run, old *corev1.ContainerStatus) *corev1.Contai
 // startedAt is when a run started: what the status recorded when
 // StartStage reported it, else what the runtime's ContainerStatus says.
 func (k *Kubelet) startedAt(r *Run, old *corev1.ContainerStatus) metav1.Time {
-	id := RuntimeContainerID(r.ID)
 	if old != nil {
 		switch {
-		case old.ContainerID == id && old.State.Running != nil:
+		case isRun(old.ContainerID, r.ID) && old.State.Running != nil:
 			return old.State.Running.StartedAt
-		case old.ContainerID == id && old.State.Terminated != nil:
+		case isRun(old.ContainerID, r.ID) && old.State.Terminated != nil:
 			return old.State.Terminated.StartedAt
-		case old.LastTerminationState.Terminated != nil && old.LastTerminationState.Terminated.ContainerID == id:
+		case old.LastTerminationState.Terminated != nil && isRun(old.LastTerminationState.Terminated.ContainerID, r.ID):
 			return old.LastTerminationState.Terminated.StartedAt
 		}
 	}

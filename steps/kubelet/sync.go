@@ -148,7 +148,7 @@ func (k *Kubelet) exitedSince(ctx context.Context, pod *corev1.Pod) bool {
 			continue
 		}
 		cs := containerStatus(cur, c.Name)
-		if cs == nil || cs.ContainerID != RuntimeContainerID(l.ID) || cs.State.Running != nil {
+		if cs == nil || !isRun(cs.ContainerID, l.ID) || cs.State.Running != nil {
 			return true
 		}
 	}

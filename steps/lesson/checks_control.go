@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/podlab/podlab/steps/apiserver"
+	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/runc"
@@ -347,10 +348,14 @@ func kubeletChecks() []check {
 			r := p.layout().Node(checkNode).Runtime()
 			rt := &runc.Runtime{Binary: p.runtime(), Root: r.RuncRoot(), StateDir: r.Dir, CgroupParent: r.CgroupParent}
 			for _, cs := range pod.Status.ContainerStatuses {
-				id, ok := strings.CutPrefix(cs.ContainerID, "runc://")
-				if !ok {
-					return fail("container %s of pod %s has no runc container id in its status (%q)", cs.Name, pod.Name, cs.ContainerID)
+				cid, err := kubelet.ParseContainerID(cs.ContainerID)
+				if err != nil {
+					return fail("container %s of pod %s: its status's %v", cs.Name, pod.Name, err)
 				}
+				if cid.Type != cri.Name {
+					return fail("container %s of pod %s runs in the runtime %s (containerID %s), not podlab's (%s://): the lesson's kubelet talks to `podlab runtime`", cs.Name, pod.Name, cid.Type, cs.ContainerID, cri.Name)
+				}
+				id := cid.ID
 				st, err := rt.State(ctx, id)
 				if err != nil {
 					return fail("container %s of pod %s: %v", cs.Name, pod.Name, err)

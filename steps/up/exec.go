@@ -18,6 +18,8 @@ import (
 	"github.com/podlab/podlab/steps/apiserver"
 	"github.com/podlab/podlab/steps/apiserver/authn"
 	"github.com/podlab/podlab/steps/apiserver/rbac"
+	"github.com/podlab/podlab/steps/cri"
+	"github.com/podlab/podlab/steps/kubelet"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 )
@@ -123,11 +125,14 @@ func TargetOf(stateDir string, pod *corev1.Pod, container string) (*ExecTarget, 
 	case cs.State.Running == nil:
 		return nil, fmt.Errorf("%w: container %s of pod %s is %s: exec needs it running", ErrNoContainer, t.Container, pod.Name, containerState(cs.State))
 	}
-	id, ok := strings.CutPrefix(cs.ContainerID, "runc://")
-	if !ok {
-		return nil, fmt.Errorf("%w: container %s of pod %s has containerID %q, not one of podlab's runtime", ErrNoContainer, t.Container, pod.Name, cs.ContainerID)
+	id, err := kubelet.ParseContainerID(cs.ContainerID)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: container %s of pod %s: its status's %v", ErrNoContainer, t.Container, pod.Name, err)
+	case id.Type != cri.Name:
+		return nil, fmt.Errorf("%w: container %s of pod %s runs in the runtime %s (containerID %s), not podlab's (%s://): its runc root is not the node's", ErrNoContainer, t.Container, pod.Name, id.Type, cs.ContainerID, cri.Name)
 	}
-	t.ContainerID = id
+	t.ContainerID = id.ID
 	layout, err := statedir.New(stateDir)
 	if err != nil {
 		return nil, err

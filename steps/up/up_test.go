@@ -126,7 +126,7 @@ func TestChange(t *testing.T) {
 	bound.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
 	running := bound.DeepCopy()
 	running.Status.Phase = corev1.PodRunning
-	running.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", ContainerID: "runc://k8s_web",
+	running.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", ContainerID: "podlab://k8s_web",
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Unix(0, 0)}}}}
 	tests := []struct {
 		name      string
@@ -135,7 +135,7 @@ func TestChange(t *testing.T) {
 	}{
 		{"the first revision", nil, created, []string{"created: Pending, no node"}},
 		{"the binding", created, bound, []string{"spec.nodeName=node-1", "PodScheduled=True"}},
-		{"the start", bound, running, []string{"phase Pending -> Running", "container web running since 1970-01-01T00:00:00Z", "containerID runc://k8s_web"}},
+		{"the start", bound, running, []string{"phase Pending -> Running", "container web running since 1970-01-01T00:00:00Z", "containerID podlab://k8s_web"}},
 		{"nothing visible", running, running, []string{"(metadata or timestamps)"}},
 	}
 	for _, tt := range tests {
