@@ -67,15 +67,16 @@ func TestContainerdCommand_ForegroundAndSecondStart(t *testing.T) {
 	}
 }
 
-// startLabContainerd runs `podlab containerd` on state in the background
-// until it answers CRI (stopped when the test ends): the command, its
-// output so far (complete once done is closed) and its stderr.
-func startLabContainerd(t *testing.T, state, runc string) (*exec.Cmd, *strings.Builder, *bytes.Buffer, chan struct{}) {
+// startLabContainerd runs `podlab containerd` on state, with args added to
+// its flags, in the background until it answers CRI (stopped when the
+// test ends): the command, its output so far (complete once done is
+// closed) and its stderr.
+func startLabContainerd(t *testing.T, state, runc string, args ...string) (*exec.Cmd, *strings.Builder, *bytes.Buffer, chan struct{}) {
 	t.Helper()
 	if _, err := containerd.Find(); err != nil {
 		testenv.Missing(t, "%v", err)
 	}
-	cmd := exec.Command(os.Args[0], "--state-dir", state, "containerd", "--runtime", runc)
+	cmd := exec.Command(os.Args[0], append([]string{"--state-dir", state, "containerd", "--runtime", runc}, args...)...)
 	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -142,5 +143,53 @@ func TestKubelet_ContainerdEndpoint(t *testing.T) {
 	desc := mustPodlab(t, state, "describe", "node", "node-1")
 	if !strings.Contains(desc, "Container Runtime Version:") || !strings.Contains(desc, "containerd://1.") {
 		t.Errorf("describe node: want containerRuntimeVersion containerd://1.x from containerd's Version:\n%s", desc)
+	}
+}
+
+// TestKubelet_PodUnderContainerd: the same kubelet, pointed at the lab
+// containerd (Debian's 1.6, CRI v1), runs a pod there: containerd pulls
+// the image through the lab registry (its certs.d mirror), its CRI plugin
+// makes the sandbox and the container with the same runc, the pod reaches
+// Running, and its logs (containerd's CRI log file, read by the kubelet)
+// show hello's greeting. In a network namespace of its own: containerd's
+// CNI bridge and iptables rules stay there.
+func TestKubelet_PodUnderContainerd(t *testing.T) {
+	if !testenv.InNewNetns(t) {
+		return
+	}
+	t.Setenv("PODLAB_TEST_RUN_MAIN", "1")
+	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
+	mirror := demoRegistry(t)
+	state := testenv.StateDir(t)
+	serveAPI(t, state)
+	startLabContainerd(t, state, testenv.Runc(t), "--registry-mirror", "http://"+mirror)
+	sock := statedir.Layout{Dir: state}.Containerd().Socket()
+
+	createBoundPod(t, state, "web", "node-1", "docker.io/podlab/hello:1.0")
+	t.Cleanup(func() {
+		podlab(t, state, "delete", "pod", "web", "--force")
+		kubeletApp(t, state, "kubelet", "--container-runtime-endpoint", "unix://"+sock, "--once")
+	})
+	out := mustKubeletApp(t, state, "kubelet", "--container-runtime-endpoint", "unix://"+sock, "--once")
+	if _, err := os.Stat(statedir.Layout{Dir: state}.Node("node-1").RuntimePidFile()); err == nil {
+		t.Errorf("a podlab runtime was started although containerd answers on the endpoint")
+	}
+	got := mustPodlab(t, state, "get", "pod", "web")
+	if !strings.Contains(got, "Running") {
+		t.Fatalf("web under containerd is not Running:\n%s\nkubelet:\n%s", got, out)
+	}
+	desc := mustPodlab(t, state, "describe", "pod", "web")
+	if !strings.Contains(desc, "containerd://") {
+		t.Errorf("describe pod: want the container's ID as containerd://...:\n%s", desc)
+	}
+	var logs string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		logs, _, _ = podlab(t, state, "logs", "web")
+		if strings.Contains(logs, "hello") {
+			break
+		}
+	}
+	if !strings.Contains(logs, "hello") {
+		t.Errorf("podlab logs web under containerd: want hello's greeting, got:\n%s", logs)
 	}
 }
