@@ -75,20 +75,9 @@ func gcSnapshots(c *cli.Context, store *pull.Store) error {
 	if err != nil {
 		return err
 	}
-	images, err := store.List()
+	imgs, err := store.Images()
 	if err != nil {
 		return err
-	}
-	var imgs []v1.Image
-	for _, im := range images {
-		if im.Reference == "" {
-			continue
-		}
-		img, err := store.Image(im.Reference)
-		if err != nil {
-			return err
-		}
-		imgs = append(imgs, img)
 	}
 	keep, err := unpack.KeepImages(imgs)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podlab/podlab/steps/pull"
+	"github.com/podlab/podlab/steps/unpack"
 )
 
 // image is one image of the node's content store as the CRI sees it: its
@@ -214,7 +215,32 @@ func (s *Server) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageReq
 			return nil, status.Errorf(codes.Unknown, "failed to delete image %q: %v", im.id, err)
 		}
 	}
+	removed, err := s.gcSnapshots()
+	if err != nil {
+		return nil, status.Errorf(codes.Unknown, "image %q deleted, but removing its snapshots failed: %v", im.id, err)
+	}
+	for _, sn := range removed {
+		s.note("RemoveImage %s: removed snapshot %d (%s): no stored image uses it", im.id, sn.ID, sn.Name)
+	}
 	return &runtimeapi.RemoveImageResponse{}, nil
+}
+
+// gcSnapshots removes the overlayfs snapshots no stored image uses and no
+// container's rootfs stands on, as containerd's garbage collector removes
+// the snapshots of a deleted image.
+func (s *Server) gcSnapshots() ([]unpack.Snapshot, error) {
+	if name, _, err := s.Snapshotter(); err != nil || name != unpack.Overlayfs {
+		return nil, err
+	}
+	imgs, err := s.store.Images()
+	if err != nil {
+		return nil, err
+	}
+	keep, err := unpack.KeepImages(imgs)
+	if err != nil {
+		return nil, err
+	}
+	return s.snap.snaps.GC(keep)
 }
 
 // ImageFsInfo is the content store's file system: the bytes and inodes

@@ -116,3 +116,66 @@ func TestServer_CreateContainer_Snapshotter(t *testing.T) {
 		})
 	}
 }
+
+// RemoveImage removes the image's snapshots that no other stored image
+// uses, as containerd's garbage collector does, but not those a
+// container's rootfs stands on.
+func TestServer_RemoveImage_Snapshots(t *testing.T) {
+	ctx := context.Background()
+	host := labRegistry(t)
+	n := startNode(t, testenv.StateDir(t), func(c *Config) { c.Snapshotter = unpack.Overlayfs })
+	defer n.cleanupSandboxes(t)
+	ref := host + "/podlab/hello:1.0"
+	committed := func() int {
+		t.Helper()
+		snaps, err := unpack.OpenSnapshots(n.node.SnapshotsDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := snaps.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := 0
+		for _, s := range all {
+			if s.Kind != unpack.Active {
+				c++
+			}
+		}
+		return c
+	}
+	pulled, err := n.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := n.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("gc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := n.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: helloConfig(pulled.ImageRef)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := committed()
+	if layers == 0 {
+		t.Fatal("no committed snapshot after CreateContainer with overlayfs")
+	}
+	if _, err := n.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got != layers {
+		t.Fatalf("RemoveImage with a container standing on its snapshots: %d committed snapshots left, want all %d", got, layers)
+	}
+	if _, err := n.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: cr.ContainerId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got != 0 {
+		t.Errorf("RemoveImage of an image no container uses: %d committed snapshots left, want none", got)
+	}
+}

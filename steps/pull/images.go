@@ -271,3 +271,24 @@ func (s *Store) markUsed(d v1.Descriptor, used map[v1.Hash]bool) {
 		}
 	}
 }
+
+// Images are the stored images that have a reference, as v1.Image: what
+// a snapshot GC keeps the layers of (unpack.KeepImages).
+func (s *Store) Images() ([]v1.Image, error) {
+	images, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []v1.Image
+	for _, im := range images {
+		if im.Reference == "" {
+			continue
+		}
+		img, err := s.Image(im.Reference)
+		if err != nil {
+			return nil, fmt.Errorf("reading the stored image %s: %w", im.Reference, err)
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
