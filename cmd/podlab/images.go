@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/internal/units"
 	"github.com/podlab/podlab/steps/pull"
 )
 
@@ -40,7 +41,7 @@ removes unused images from it when the disk fills up.`,
 		tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 3, ' ', 0)
 		fmt.Fprintln(tw, "REPOSITORY\tTAG\tDIGEST\tPLATFORM\tSIZE")
 		for _, im := range images {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", im.Repository, im.Tag, pull.ShortDigest(im.Digest), im.Platform, pull.HumanSize(im.Size))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", im.Repository, im.Tag, pull.ShortDigest(im.Digest), im.Platform, units.HumanSize(im.Size))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/internal/units"
 	"github.com/podlab/podlab/steps/pull"
 )
 
@@ -66,8 +67,8 @@ func printImageDetails(w io.Writer, d *pull.ImageDetails) {
 		fmt.Fprintf(w, "  resolved from index %s\n", d.Resolved)
 	}
 	cfg := d.ConfigJSON
-	fmt.Fprintf(w, "\nManifest  %s  %s  %s\n  %s\n", d.Manifest.Digest, d.Manifest.MediaType, pull.HumanSize(d.Manifest.Size), d.Manifest.Path)
-	fmt.Fprintf(w, "\nConfig    %s  %s  %s\n  %s\n", d.Config.Digest, d.Config.MediaType, pull.HumanSize(d.Config.Size), d.Config.Path)
+	fmt.Fprintf(w, "\nManifest  %s  %s  %s\n  %s\n", d.Manifest.Digest, d.Manifest.MediaType, units.HumanSize(d.Manifest.Size), d.Manifest.Path)
+	fmt.Fprintf(w, "\nConfig    %s  %s  %s\n  %s\n", d.Config.Digest, d.Config.MediaType, units.HumanSize(d.Config.Size), d.Config.Path)
 	platform := cfg.OS + "/" + cfg.Architecture
 	if cfg.Variant != "" {
 		platform += "/" + cfg.Variant
@@ -118,11 +119,11 @@ func printImageDetails(w io.Writer, d *pull.ImageDetails) {
 	fmt.Fprintf(w, "\nLayers (%d, applied in this order)\n", len(d.Layers))
 	for i, l := range d.Layers {
 		total += l.Size
-		fmt.Fprintf(w, "  %2d  digest   %s  %s  %s\n", i+1, l.Digest, l.MediaType, pull.HumanSize(l.Size))
+		fmt.Fprintf(w, "  %2d  digest   %s  %s  %s\n", i+1, l.Digest, l.MediaType, units.HumanSize(l.Size))
 		fmt.Fprintf(w, "      diff_id  %s\n", l.DiffID)
 		fmt.Fprintf(w, "      %s\n", l.Path)
 	}
-	fmt.Fprintf(w, "\nSize: %s compressed (config + layers)\n", pull.HumanSize(total+d.Config.Size))
+	fmt.Fprintf(w, "\nSize: %s compressed (config + layers)\n", units.HumanSize(total+d.Config.Size))
 	fmt.Fprintf(w, "Next: podlab unpack %s --bundle %s\n", d.Reference, defaultBundle(filepath.Dir(d.StoreDir), d.Reference))
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/internal/units"
 	"github.com/podlab/podlab/steps/kubelet"
 
 	"github.com/podlab/podlab/steps/last"
@@ -181,18 +182,18 @@ func printPullResult(w io.Writer, typed, stateDir string, res *pull.Result) {
 		}
 		return "already present"
 	}
-	fmt.Fprintf(w, "  manifest   %s  %s  %s  %s\n", res.Manifest.Digest, res.Manifest.MediaType, pull.HumanSize(res.Manifest.Size), state(res.Manifest))
-	fmt.Fprintf(w, "  config     %s  %s  %s  %s\n", res.Config.Digest, res.Config.MediaType, pull.HumanSize(res.Config.Size), state(res.Config))
+	fmt.Fprintf(w, "  manifest   %s  %s  %s  %s\n", res.Manifest.Digest, res.Manifest.MediaType, units.HumanSize(res.Manifest.Size), state(res.Manifest))
+	fmt.Fprintf(w, "  config     %s  %s  %s  %s\n", res.Config.Digest, res.Config.MediaType, units.HumanSize(res.Config.Size), state(res.Config))
 	var size int64 = res.Config.Size
 	for i, l := range res.Layers {
-		fmt.Fprintf(w, "  layer %-4d %s  %s  %s  %s\n", i+1, l.Digest, l.MediaType, pull.HumanSize(l.Size), state(l))
+		fmt.Fprintf(w, "  layer %-4d %s  %s  %s  %s\n", i+1, l.Digest, l.MediaType, units.HumanSize(l.Size), state(l))
 		size += l.Size
 	}
 	if res.UpToDate {
 		fmt.Fprintf(w, "  Every blob was already in the store and the registry still resolves the tag to the\n"+
 			"  same digest: the runtime asked only for the digest (HEAD) and transferred no blob.\n")
 	} else {
-		fmt.Fprintf(w, "  downloaded %s; every blob's size and sha256 matched its digest\n", pull.HumanSize(res.Downloaded))
+		fmt.Fprintf(w, "  downloaded %s; every blob's size and sha256 matched its digest\n", units.HumanSize(res.Downloaded))
 	}
 
 	fmt.Fprintf(w, "\nContent store (one OCI image layout, the by-hand stages' own; each node's runtime has its own): %s\n", res.StoreDir)

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/internal/units"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/unpack"
@@ -49,12 +50,12 @@ those a container's rootfs still stands on stay until its bundle goes.`,
 			}
 			fmt.Fprintf(c.App.Writer, "Untagged %s (its entry is gone from %s)\n", res.Reference, res.IndexPath)
 			for _, b := range res.Deleted {
-				fmt.Fprintf(c.App.Writer, "  deleted %-8s %s  %s\n", b.Kind, b.Path, pull.HumanSize(b.Size))
+				fmt.Fprintf(c.App.Writer, "  deleted %-8s %s  %s\n", b.Kind, b.Path, units.HumanSize(b.Size))
 			}
 			for _, b := range res.Kept {
 				fmt.Fprintf(c.App.Writer, "  kept    %-8s %s  (another image uses it)\n", b.Kind, pull.ShortDigest(b.Digest))
 			}
-			fmt.Fprintf(c.App.Writer, "Deleted %d blob(s), freed %s\n", len(res.Deleted), pull.HumanSize(res.BytesFreed))
+			fmt.Fprintf(c.App.Writer, "Deleted %d blob(s), freed %s\n", len(res.Deleted), units.HumanSize(res.BytesFreed))
 		}
 		return gcSnapshots(c, store)
 	},

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
 
+	"github.com/podlab/podlab/internal/units"
 	"github.com/podlab/podlab/steps/last"
 	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/statedir"
@@ -270,7 +271,7 @@ func printUnpackLayer(w io.Writer, l unpack.LayerResult) {
 	}
 	fmt.Fprintf(w, "  layer %-3d %s  %s (%s)  %s -> %s uncompressed\n",
 		l.Index+1, pull.ShortDigest(l.Digest), l.MediaType, l.Compression,
-		pull.HumanSize(l.Compressed), pull.HumanSize(l.Bytes))
+		units.HumanSize(l.Compressed), units.HumanSize(l.Bytes))
 	fmt.Fprintf(w, "            %s  diff_id %s ok  %s\n", countsLine(l.Counts), pull.ShortDigest(l.DiffID), roundDuration(l.Duration))
 	if l.Snapshot != 0 {
 		fmt.Fprintf(w, "            committed as snapshot %d\n", l.Snapshot)
@@ -292,7 +293,7 @@ func printUnpackResult(w io.Writer, ref string, res *unpack.Result) {
 	}
 	t := res.Total
 	fmt.Fprintf(w, "\nUnpacked %d layers in %s: %d files written, %s uncompressed, every diff_id matched\n",
-		len(res.Layers), roundDuration(res.Duration), t.Files, pull.HumanSize(t.Bytes))
+		len(res.Layers), roundDuration(res.Duration), t.Files, units.HumanSize(t.Bytes))
 	if t.Whiteouts+t.OpaqueDirs > 0 {
 		fmt.Fprintf(w, "  whiteouts applied: %d; opaque whiteouts applied: %d (what lower layers had put there is gone)\n", t.Whiteouts, t.OpaqueDirs)
 	}
@@ -339,7 +340,7 @@ func printSnapshotResult(w io.Writer, ref string, res *unpack.Result) {
 	}
 	sn := res.Snapshot
 	fmt.Fprintf(w, "\nUnpacked %d of %d layers in %s (%d were snapshots already): %d files written, %s uncompressed\n",
-		len(res.Layers)-reused, len(res.Layers), roundDuration(res.Duration), reused, res.Total.Files, pull.HumanSize(res.Total.Bytes))
+		len(res.Layers)-reused, len(res.Layers), roundDuration(res.Duration), reused, res.Total.Files, units.HumanSize(res.Total.Bytes))
 	fmt.Fprintf(w, "\nThe container's rootfs is an overlay mount (recorded in %s/snapshot.json):\n  %s\n", res.Bundle, sn.Mount)
 	fmt.Fprintf(w, "  lowerdir  the image's snapshots %v, top first, read-only, shared with every container of the image\n", sn.Lowers)
 	fmt.Fprintf(w, "  upperdir  %s/%d/fs, snapshot %d, this container's own: what it writes or deletes goes there\n", sn.Snapshots, sn.Active, sn.Active)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/podlab/podlab/internal/units"
 )
 
 // printRuntimeConfig prints what the runtime did with the node's pod CIDR,
@@ -94,7 +95,7 @@ func WriteReport(w io.Writer, r Report) {
 			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s) failed: %v\n", who, what, res.Image, res.Policy, r.Err)
 		case res.Pulled:
 			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): pulled in %s, %s\n", who, what, res.Image, res.Policy,
-				res.PullTook.Round(time.Millisecond), humanSize(res.Size))
+				res.PullTook.Round(time.Millisecond), units.HumanSize(res.Size))
 		default:
 			fmt.Fprintf(w, "%s: %s %s (imagePullPolicy %s): already present, not pulled\n", who, what, res.Image, res.Policy)
 		}
@@ -265,19 +266,4 @@ func handlerName(h string) string {
 		return "the runtime's default"
 	}
 	return h
-}
-
-// humanSize is a byte count in decimal units, as podlab pull prints it:
-// 1.5 MB.
-func humanSize(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }

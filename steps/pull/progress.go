@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/podlab/podlab/internal/units"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
@@ -68,7 +69,7 @@ func (l *lineProgress) start(kind string, d v1.Hash, size int64) tracker {
 }
 
 func (l *lineProgress) present(kind string, d v1.Hash, size int64) {
-	l.printf("%-6s %s %9s already present\n", kind, ShortDigest(d), HumanSize(size))
+	l.printf("%-6s %s %9s already present\n", kind, ShortDigest(d), units.HumanSize(size))
 }
 
 func (l *lineProgress) wait() {}
@@ -91,10 +92,10 @@ func (t *lineTracker) add(int) {}
 
 func (t *lineTracker) done(err error) {
 	if err != nil {
-		t.l.printf("%-6s %s %9s failed\n", t.kind, ShortDigest(t.d), HumanSize(t.size))
+		t.l.printf("%-6s %s %9s failed\n", t.kind, ShortDigest(t.d), units.HumanSize(t.size))
 		return
 	}
-	t.l.printf("%-6s %s %9s done in %s\n", t.kind, ShortDigest(t.d), HumanSize(t.size), time.Since(t.began).Round(time.Millisecond))
+	t.l.printf("%-6s %s %9s done in %s\n", t.kind, ShortDigest(t.d), units.HumanSize(t.size), time.Since(t.began).Round(time.Millisecond))
 }
 
 // barProgress draws one mpb bar per blob on a terminal.
@@ -106,7 +107,7 @@ func (b *barProgress) start(kind string, d v1.Hash, size int64) tracker {
 	bar := b.p.AddBar(size,
 		mpb.PrependDecorators(decor.Name(fmt.Sprintf("%-6s %s ", kind, ShortDigest(d)))),
 		mpb.AppendDecorators(
-			decor.OnComplete(decor.Counters(decor.SizeB1000(0), "% .1f / % .1f"), HumanSize(size)+" done"),
+			decor.OnComplete(decor.Counters(decor.SizeB1000(0), "% .1f / % .1f"), units.HumanSize(size)+" done"),
 			decor.OnComplete(decor.Name(" "), " "),
 			decor.OnComplete(decor.EwmaSpeed(decor.SizeB1000(0), "% .1f", 30), ""),
 		),
@@ -119,7 +120,7 @@ func (b *barProgress) present(kind string, d v1.Hash, size int64) {
 	bar := b.p.AddBar(size,
 		mpb.PrependDecorators(decor.Name(fmt.Sprintf("%-6s %s ", kind, ShortDigest(d)))),
 		mpb.BarFillerOnComplete("already present"),
-		mpb.AppendDecorators(decor.Name(HumanSize(size))),
+		mpb.AppendDecorators(decor.Name(units.HumanSize(size))),
 	)
 	bar.SetTotal(size, true)
 }
@@ -153,19 +154,4 @@ func ShortDigest(d v1.Hash) string {
 		h = h[:12]
 	}
 	return d.Algorithm + ":" + h
-}
-
-// HumanSize is a size in decimal units, as registries and Docker print it:
-// "12.3 MB".
-func HumanSize(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }
