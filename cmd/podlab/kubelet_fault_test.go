@@ -36,22 +36,7 @@ func TestKubelet_RuntimeKilledMidCreate(t *testing.T) {
 	n := statedir.Layout{Dir: state}.Node("node-1")
 
 	// The runtime by hand, with -v, so that its CRI calls can be watched.
-	start := func() (*exec.Cmd, *lockedBuffer) {
-		cmd := exec.Command(os.Args[0], "--state-dir", state, "runtime", "--node", "node-1", "-v", "--insecure")
-		cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1")
-		out := &lockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C stops"); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("podlab runtime did not start:\n%s", out.String())
-			}
-		}
-		return cmd, out
-	}
+	start := func() (*exec.Cmd, *lockedBuffer) { return startRuntimeByHand(t, state) }
 	rt, out := start()
 	t.Cleanup(func() {
 		podlab(t, state, "delete", "pod", "web", "--force")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podlab/podlab/internal/cliargs"
 	"github.com/podlab/podlab/internal/testenv"
@@ -50,7 +49,6 @@ func mustKubeletApp(t *testing.T, state string, args ...string) string {
 // delete another --once removes everything.
 func TestKubeletCommand(t *testing.T) {
 	testenv.RequireRoot(t)
-	ctx := context.Background()
 	// The kubelet's shim is this test binary, run as podlab (see TestMain).
 	t.Setenv("PODLAB_TEST_RUN_MAIN", "1")
 	t.Setenv("PODLAB_RUNTIME", testenv.Runc(t))
@@ -60,28 +58,11 @@ func TestKubeletCommand(t *testing.T) {
 	state := testenv.StateDir(t)
 	mustPodlab(t, state, "init")
 	serveAPI(t, state)
-	api, err := apiserver.Open(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := api.ClientAs("admin")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// web is walked by hand, auto is left to the kubelet: they must end
 	// the same. Both have a container called app.
 	for _, name := range []string{"web", "auto"} {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: ref}}}}
-		if _, err := admin.Create(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}}); err != nil {
-			t.Fatal(err)
-		}
+		createBoundPod(t, state, name, "node-1", ref)
 	}
-	api.Close()
 	t.Cleanup(func() {
 		podlab(t, state, "delete", "pod", "web", "--force")
 		podlab(t, state, "delete", "pod", "auto", "--force")

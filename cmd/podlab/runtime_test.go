@@ -367,22 +367,7 @@ func TestRuntime_KilledMidCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := l.Node("node-1")
-	start := func() (*exec.Cmd, *lockedBuffer) {
-		cmd := exec.Command(os.Args[0], "--state-dir", state, "runtime", "--node", "node-1", "-v", "--insecure")
-		cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PODLAB_RUNTIME="+testenv.Runc(t))
-		out := &lockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C stops"); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("podlab runtime did not start:\n%s", out.String())
-			}
-		}
-		return cmd, out
-	}
+	start := func() (*exec.Cmd, *lockedBuffer) { return startRuntimeByHand(t, state) }
 	cmd, out := start()
 	defer func() {
 		cmd.Process.Signal(syscall.SIGINT)
@@ -435,6 +420,27 @@ func TestRuntime_KilledMidCreate(t *testing.T) {
 			t.Errorf("%s is not empty after every pod was removed: %v", d, entries)
 		}
 	}
+}
+
+// startRuntimeByHand starts `podlab runtime --node node-1 -v --insecure` on
+// state, as a learner does in a terminal of its own, and waits until it
+// serves: the command and its output so far. Stopping it is the caller's.
+func startRuntimeByHand(t *testing.T, state string) (*exec.Cmd, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "--state-dir", state, "runtime", "--node", "node-1", "-v", "--insecure")
+	cmd.Env = append(os.Environ(), "PODLAB_TEST_RUN_MAIN=1", "PODLAB_RUNTIME="+testenv.Runc(t))
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "Ctrl-C stops"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("podlab runtime did not start:\n%s", out.String())
+		}
+	}
+	return cmd, out
 }
 
 // runtimeID is how podlab's runtime names sandboxes and containers.
