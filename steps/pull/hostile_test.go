@@ -66,16 +66,22 @@ func TestPull_HostileImages(t *testing.T) {
 	hugeRef := reg.push(t, "hostile/bigmanifest:v1", hugeManifest)
 	inner, _ := ociIndex(t, "linux/amd64", "linux/arm64")
 	deepRef := reg.push(t, "hostile/deep:v1", nestIndex(t, inner, MaxIndexDepth))
+	hugeIndex := mutate.Annotations(inner, map[string]string{"pad": strings.Repeat("z", MaxManifestSize)}).(v1.ImageIndex)
+	hugeIndexRef := reg.push(t, "hostile/bigindex:v1", hugeIndex)
+	hugeNestedRef := reg.push(t, "hostile/bignested:v1", nestIndex(t, hugeIndex, 1))
+	hugeIndexDigest := digestOf(t, hugeIndex).String()
 
 	tests := []struct {
 		name     string
 		ref      string
 		wantErr  error
 		contains []string
-		notGot   string // a blob that must never be fetched
+		notGot   string // a blob, manifest or index that must never be fetched
 	}{
 		{"config over 4 MiB", bigRef, ErrTooLarge, []string{"config " + bigCfg.String(), "4194304 bytes (4 MiB) for configs"}, "/blobs/" + bigCfg.String()},
 		{"manifest over 4 MiB", hugeRef, ErrTooLarge, []string{"manifest", "4194304 bytes (4 MiB) for manifests"}, ""},
+		{"index over 4 MiB", hugeIndexRef, ErrTooLarge, []string{"index " + hugeIndexDigest, "4194304 bytes (4 MiB) for manifests and indexes"}, "/manifests/"},
+		{"nested index over 4 MiB", hugeNestedRef, ErrTooLarge, []string{"index " + hugeIndexDigest, "4194304 bytes (4 MiB) for manifests and indexes"}, "/manifests/" + hugeIndexDigest},
 		{"indexes nested too deep", deepRef, ErrTooLarge, []string{"nests indexes more than 4 deep for linux/amd64"}, ""},
 	}
 	for _, tt := range tests {
