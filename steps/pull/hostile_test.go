@@ -3,7 +3,6 @@ package pull
 import (
 	"bytes"
 	"context"
-	"crypto/sha512"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,10 +149,24 @@ func TestPull_NestedIndex(t *testing.T) {
 // names blobs by sha256 only), and returns its reference and layer.
 func pushSHA512Image(t *testing.T, reg *testRegistry, repoTag string) (string, v1.Layer) {
 	t.Helper()
+	layer, err := random.Layer(2000, types.OCILayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pushImageByAlg(t, reg, repoTag, "sha512", layer), layer
+}
+
+// pushImageByAlg pushes, blob by blob, an image of layers whose config and
+// layer blobs are named by digests of algorithm alg ("sha256" or
+// "sha512"), and returns its reference.
+func pushImageByAlg(t testing.TB, reg *testRegistry, repoTag, alg string, layers ...v1.Layer) string {
+	t.Helper()
 	repo, tag, _ := strings.Cut(repoTag, ":")
 	put := func(b []byte) v1.Descriptor {
-		sum := sha512.Sum512(b)
-		d := v1.Hash{Algorithm: "sha512", Hex: fmt.Sprintf("%x", sum)}
+		d, err := hashBytes(alg, b)
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp, err := http.Post(fmt.Sprintf("%s/v2/%s/blobs/uploads/?digest=%s", reg.URL, repo, d), "application/octet-stream", bytes.NewReader(b))
 		if err != nil {
 			t.Fatal(err)
@@ -164,32 +177,35 @@ func pushSHA512Image(t *testing.T, reg *testRegistry, repoTag string) (string, v
 		}
 		return v1.Descriptor{Digest: d, Size: int64(len(b))}
 	}
-	layer, err := random.Layer(2000, types.OCILayer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := layer.Compressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	diffID, err := layer.DiffID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := v1.ConfigFile{OS: "linux", Architecture: "amd64", RootFS: v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{diffID}},
+	cfg := v1.ConfigFile{OS: "linux", Architecture: "amd64", RootFS: v1.RootFS{Type: "layers"},
 		Config: v1.Config{Entrypoint: []string{"/bin/hello"}}}
+	var lds []v1.Descriptor
+	for _, layer := range layers {
+		rc, err := layer.Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		diffID, err := layer.DiffID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, diffID)
+		ld := put(lb)
+		ld.MediaType = types.OCILayer
+		lds = append(lds, ld)
+	}
 	cb, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cd, ld := put(cb), put(lb)
-	cd.MediaType, ld.MediaType = types.OCIConfigJSON, types.OCILayer
-	mb, err := json.Marshal(v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, Config: cd, Layers: []v1.Descriptor{ld}})
+	cd := put(cb)
+	cd.MediaType = types.OCIConfigJSON
+	mb, err := json.Marshal(v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, Config: cd, Layers: lds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +222,7 @@ func pushSHA512Image(t *testing.T, reg *testRegistry, repoTag string) (string, v
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("pushing the manifest: %s", resp.Status)
 	}
-	return reg.Host + "/" + repoTag, layer
+	return reg.Host + "/" + repoTag
 }
 
 // Blobs named by sha512 digests are pulled, verified, stored under
