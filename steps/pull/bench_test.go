@@ -2,6 +2,7 @@ package pull
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -210,4 +211,52 @@ func BenchmarkPull_SHA512(b *testing.B) {
 	b.ReportMetric(ratios[len(ratios)/2], "sha512-x-sha256")
 	fmt.Printf("%-50s sha256 %9.1f ms  sha512 %9.1f ms  ratio %5.2f\n",
 		"pull, 2 x 8 MiB layers, blobs by sha256 vs sha512", ms(by256), ms(by512), ratios[len(ratios)/2])
+}
+
+// BenchmarkPull_NestedIndex is the time to answer for an index whose
+// linux/amd64 entry is itself an index, side by side with a plain index:
+// followed one deep (as containerd follows it) and pulled; refused when
+// the nested index has no linux/amd64 ("nested index ...: no manifest for
+// linux/amd64", no blob fetched); refused when indexes nest deeper than
+// MaxIndexDepth (no blob fetched). Medians of 7 rounds, each into a fresh
+// store, in ms.
+func BenchmarkPull_NestedIndex(b *testing.B) {
+	const rounds = 7
+	reg := newTestRegistry(b)
+	flat, _ := ociIndex(b, "linux/amd64", "linux/arm64")
+	onlyArm, _ := ociIndex(b, "linux/arm64")
+	for _, bc := range []struct {
+		name    string
+		index   v1.ImageIndex
+		wantErr error
+	}{
+		{"plain-index-pulled", flat, nil},
+		{"nested-1-deep-pulled", nestIndex(b, flat, 1), nil},
+		{"nested-without-linux-amd64-refused", nestIndex(b, onlyArm, 1), ErrNoMatchingPlatform},
+		{"nested-too-deep-refused", nestIndex(b, flat, MaxIndexDepth), ErrTooLarge},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ref := reg.push(b, "demo/"+bc.name+":v1", bc.index)
+			var took []time.Duration
+			for b.Loop() {
+				for range rounds {
+					b.StopTimer()
+					s := openStore(b)
+					reg.reset()
+					b.StartTimer()
+					began := time.Now()
+					_, err := Pull(context.Background(), s, ref, Options{})
+					took = append(took, time.Since(began))
+					if !errors.Is(err, bc.wantErr) || (bc.wantErr == nil) != (err == nil) {
+						b.Fatalf("pulling %s: %v, want %v", bc.name, err, bc.wantErr)
+					}
+					if bc.wantErr != nil && len(reg.seen("/blobs/")) > 0 {
+						b.Fatalf("the refused pull fetched blobs: %v", reg.seen("/blobs/"))
+					}
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms")
+		})
+	}
 }
