@@ -2,6 +2,7 @@ package pull
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -9,10 +10,13 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // BenchmarkRepull measures a pull of an image whose blobs are all stored:
@@ -147,4 +151,112 @@ func BenchmarkPull_LargestLegalConfig(b *testing.B) {
 	fmt.Printf("%-50s podlab %9.1f ms  other %9.1f ms  ratio %5.2f  (target <= %.2f) %s\n",
 		fmt.Sprintf("pull, %.1f MB config (vs ggcr remote+layout)", float64(m.Config.Size)/1e6),
 		float64(ours[len(ours)/2])/1e6, float64(theirs[len(theirs)/2])/1e6, ratio, target, verdict)
+}
+
+// BenchmarkPull_SHA512 pulls the same image, two 8 MiB layers and its
+// config, with its blobs named by sha256 and by sha512 digests (the OCI
+// image spec allows both; podlab refused sha512 before), side by side:
+// fresh stores each round, alternating which goes first, the medians and
+// the median of the per-round ratios. Each blob is verified as it streams
+// in, so the difference is the hash's: sha512 is the slower of the two on
+// CPUs with SHA extensions (sha256's), the faster on those without.
+func BenchmarkPull_SHA512(b *testing.B) {
+	const rounds = 5
+	reg := newTestRegistry(b)
+	var layers []v1.Layer
+	for range 2 {
+		l, err := random.Layer(8<<20, types.OCILayer)
+		if err != nil {
+			b.Fatal(err)
+		}
+		layers = append(layers, l)
+	}
+	refs := map[string]string{}
+	for _, alg := range []string{"sha256", "sha512"} {
+		refs[alg] = pushImageByAlg(b, reg, "demo/digests-"+alg+":v1", alg, layers...)
+	}
+	pull := func(alg string) time.Duration {
+		s := openStore(b)
+		began := time.Now()
+		res, err := Pull(context.Background(), s, refs[alg], Options{})
+		if err != nil {
+			b.Fatalf("pulling the %s image: %v", alg, err)
+		}
+		took := time.Since(began)
+		if res.Manifest.Digest.Algorithm != "sha256" || res.Config.Digest.Algorithm != alg || res.Layers[0].Digest.Algorithm != alg {
+			b.Fatalf("the %s image's blobs came as %s, %s", alg, res.Config.Digest, res.Layers[0].Digest)
+		}
+		return took
+	}
+	var by256, by512 []time.Duration
+	var ratios []float64
+	for b.Loop() {
+		for i := range rounds {
+			var t256, t512 time.Duration
+			if i%2 == 0 {
+				t256, t512 = pull("sha256"), pull("sha512")
+			} else {
+				t512, t256 = pull("sha512"), pull("sha256")
+			}
+			by256, by512 = append(by256, t256), append(by512, t512)
+			ratios = append(ratios, float64(t512)/float64(t256))
+		}
+	}
+	slices.Sort(by256)
+	slices.Sort(by512)
+	slices.Sort(ratios)
+	ms := func(d []time.Duration) float64 { return float64(d[len(d)/2]) / 1e6 }
+	b.ReportMetric(ms(by256), "sha256-ms")
+	b.ReportMetric(ms(by512), "sha512-ms")
+	b.ReportMetric(ratios[len(ratios)/2], "sha512-x-sha256")
+	fmt.Printf("%-50s sha256 %9.1f ms  sha512 %9.1f ms  ratio %5.2f\n",
+		"pull, 2 x 8 MiB layers, blobs by sha256 vs sha512", ms(by256), ms(by512), ratios[len(ratios)/2])
+}
+
+// BenchmarkPull_NestedIndex is the time to answer for an index whose
+// linux/amd64 entry is itself an index, side by side with a plain index:
+// followed one deep (as containerd follows it) and pulled; refused when
+// the nested index has no linux/amd64 ("nested index ...: no manifest for
+// linux/amd64", no blob fetched); refused when indexes nest deeper than
+// MaxIndexDepth (no blob fetched). Medians of 7 rounds, each into a fresh
+// store, in ms.
+func BenchmarkPull_NestedIndex(b *testing.B) {
+	const rounds = 7
+	reg := newTestRegistry(b)
+	flat, _ := ociIndex(b, "linux/amd64", "linux/arm64")
+	onlyArm, _ := ociIndex(b, "linux/arm64")
+	for _, bc := range []struct {
+		name    string
+		index   v1.ImageIndex
+		wantErr error
+	}{
+		{"plain-index-pulled", flat, nil},
+		{"nested-1-deep-pulled", nestIndex(b, flat, 1), nil},
+		{"nested-without-linux-amd64-refused", nestIndex(b, onlyArm, 1), ErrNoMatchingPlatform},
+		{"nested-too-deep-refused", nestIndex(b, flat, MaxIndexDepth), ErrTooLarge},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ref := reg.push(b, "demo/"+bc.name+":v1", bc.index)
+			var took []time.Duration
+			for b.Loop() {
+				for range rounds {
+					b.StopTimer()
+					s := openStore(b)
+					reg.reset()
+					b.StartTimer()
+					began := time.Now()
+					_, err := Pull(context.Background(), s, ref, Options{})
+					took = append(took, time.Since(began))
+					if !errors.Is(err, bc.wantErr) || (bc.wantErr == nil) != (err == nil) {
+						b.Fatalf("pulling %s: %v, want %v", bc.name, err, bc.wantErr)
+					}
+					if bc.wantErr != nil && len(reg.seen("/blobs/")) > 0 {
+						b.Fatalf("the refused pull fetched blobs: %v", reg.seen("/blobs/"))
+					}
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms")
+		})
+	}
 }

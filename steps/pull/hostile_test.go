@@ -3,7 +3,6 @@ package pull
 import (
 	"bytes"
 	"context"
-	"crypto/sha512"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,16 +65,22 @@ func TestPull_HostileImages(t *testing.T) {
 	hugeRef := reg.push(t, "hostile/bigmanifest:v1", hugeManifest)
 	inner, _ := ociIndex(t, "linux/amd64", "linux/arm64")
 	deepRef := reg.push(t, "hostile/deep:v1", nestIndex(t, inner, MaxIndexDepth))
+	hugeIndex := mutate.Annotations(inner, map[string]string{"pad": strings.Repeat("z", MaxManifestSize)}).(v1.ImageIndex)
+	hugeIndexRef := reg.push(t, "hostile/bigindex:v1", hugeIndex)
+	hugeNestedRef := reg.push(t, "hostile/bignested:v1", nestIndex(t, hugeIndex, 1))
+	hugeIndexDigest := digestOf(t, hugeIndex).String()
 
 	tests := []struct {
 		name     string
 		ref      string
 		wantErr  error
 		contains []string
-		notGot   string // a blob that must never be fetched
+		notGot   string // a blob, manifest or index that must never be fetched
 	}{
 		{"config over 4 MiB", bigRef, ErrTooLarge, []string{"config " + bigCfg.String(), "4194304 bytes (4 MiB) for configs"}, "/blobs/" + bigCfg.String()},
 		{"manifest over 4 MiB", hugeRef, ErrTooLarge, []string{"manifest", "4194304 bytes (4 MiB) for manifests"}, ""},
+		{"index over 4 MiB", hugeIndexRef, ErrTooLarge, []string{"index " + hugeIndexDigest, "4194304 bytes (4 MiB) for manifests and indexes"}, "/manifests/"},
+		{"nested index over 4 MiB", hugeNestedRef, ErrTooLarge, []string{"index " + hugeIndexDigest, "4194304 bytes (4 MiB) for manifests and indexes"}, "/manifests/" + hugeIndexDigest},
 		{"indexes nested too deep", deepRef, ErrTooLarge, []string{"nests indexes more than 4 deep for linux/amd64"}, ""},
 	}
 	for _, tt := range tests {
@@ -144,10 +149,24 @@ func TestPull_NestedIndex(t *testing.T) {
 // names blobs by sha256 only), and returns its reference and layer.
 func pushSHA512Image(t *testing.T, reg *testRegistry, repoTag string) (string, v1.Layer) {
 	t.Helper()
+	layer, err := random.Layer(2000, types.OCILayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pushImageByAlg(t, reg, repoTag, "sha512", layer), layer
+}
+
+// pushImageByAlg pushes, blob by blob, an image of layers whose config and
+// layer blobs are named by digests of algorithm alg ("sha256" or
+// "sha512"), and returns its reference.
+func pushImageByAlg(t testing.TB, reg *testRegistry, repoTag, alg string, layers ...v1.Layer) string {
+	t.Helper()
 	repo, tag, _ := strings.Cut(repoTag, ":")
 	put := func(b []byte) v1.Descriptor {
-		sum := sha512.Sum512(b)
-		d := v1.Hash{Algorithm: "sha512", Hex: fmt.Sprintf("%x", sum)}
+		d, err := hashBytes(alg, b)
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp, err := http.Post(fmt.Sprintf("%s/v2/%s/blobs/uploads/?digest=%s", reg.URL, repo, d), "application/octet-stream", bytes.NewReader(b))
 		if err != nil {
 			t.Fatal(err)
@@ -158,32 +177,35 @@ func pushSHA512Image(t *testing.T, reg *testRegistry, repoTag string) (string, v
 		}
 		return v1.Descriptor{Digest: d, Size: int64(len(b))}
 	}
-	layer, err := random.Layer(2000, types.OCILayer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := layer.Compressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	diffID, err := layer.DiffID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := v1.ConfigFile{OS: "linux", Architecture: "amd64", RootFS: v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{diffID}},
+	cfg := v1.ConfigFile{OS: "linux", Architecture: "amd64", RootFS: v1.RootFS{Type: "layers"},
 		Config: v1.Config{Entrypoint: []string{"/bin/hello"}}}
+	var lds []v1.Descriptor
+	for _, layer := range layers {
+		rc, err := layer.Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		diffID, err := layer.DiffID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, diffID)
+		ld := put(lb)
+		ld.MediaType = types.OCILayer
+		lds = append(lds, ld)
+	}
 	cb, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cd, ld := put(cb), put(lb)
-	cd.MediaType, ld.MediaType = types.OCIConfigJSON, types.OCILayer
-	mb, err := json.Marshal(v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, Config: cd, Layers: []v1.Descriptor{ld}})
+	cd := put(cb)
+	cd.MediaType = types.OCIConfigJSON
+	mb, err := json.Marshal(v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, Config: cd, Layers: lds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +222,7 @@ func pushSHA512Image(t *testing.T, reg *testRegistry, repoTag string) (string, v
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("pushing the manifest: %s", resp.Status)
 	}
-	return reg.Host + "/" + repoTag, layer
+	return reg.Host + "/" + repoTag
 }
 
 // Blobs named by sha512 digests are pulled, verified, stored under

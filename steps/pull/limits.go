@@ -7,6 +7,7 @@ import (
 	"os"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Limits on what a runtime reads into memory whole. Layers are streamed
@@ -37,9 +38,22 @@ func tooLarge(kind string, d v1.Hash, size, limit int64) error {
 	if d.Hex != "" {
 		name += " " + d.String()
 	}
-	return fmt.Errorf("%w: %s is %d bytes, over podlab's limit of %d bytes (%d MiB) for %ss, "+
+	what := kind + "s"
+	if kind == "manifest" || kind == "index" { // one limit for both
+		what = "manifests and indexes"
+	}
+	return fmt.Errorf("%w: %s is %d bytes, over podlab's limit of %d bytes (%d MiB) for %s, "+
 		"the limit containerd and skopeo apply too; it was not read and nothing was stored",
-		ErrTooLarge, name, size, limit, limit>>20, kind)
+		ErrTooLarge, name, size, limit, limit>>20, what)
+}
+
+// manifestKind names what a manifest-like media type is, for errors:
+// "index" for an OCI index or a Docker manifest list, else "manifest".
+func manifestKind(mt types.MediaType) string {
+	if isIndex(mt) {
+		return "index"
+	}
+	return "manifest"
 }
 
 // hasherFor returns a hash for d's algorithm: sha256 or sha512.

@@ -179,7 +179,7 @@ func Pull(ctx context.Context, store *Store, ref string, opts Options) (*Result,
 		return nil, fmt.Errorf("pulling %s: %w", r, err)
 	}
 	if headOK && head.Size > MaxManifestSize {
-		return nil, fmt.Errorf("pulling %s: %w", r, tooLarge("manifest", head.Digest, head.Size, MaxManifestSize))
+		return nil, fmt.Errorf("pulling %s: %w", r, tooLarge(manifestKind(head.MediaType), head.Digest, head.Size, MaxManifestSize))
 	}
 	if headOK {
 		if ok, err := store.upToDate(r.String(), head.Digest, want, res); err != nil {
@@ -307,7 +307,7 @@ func (res *Result) chooseFromIndex(ctx context.Context, client *registryClient, 
 		}
 		res.Index.Chosen, res.Index.Reason = chosen, reason
 		if chosen.Size > MaxManifestSize {
-			return nil, v1.Descriptor{}, tooLarge("manifest", chosen.Digest, chosen.Size, MaxManifestSize)
+			return nil, v1.Descriptor{}, tooLarge(manifestKind(chosen.MediaType), chosen.Digest, chosen.Size, MaxManifestSize)
 		}
 		what := "manifest"
 		if isIndex(chosen.MediaType) {

@@ -139,9 +139,11 @@ func (c *registryClient) manifest(ctx context.Context, id string) ([]byte, v1.De
 	if h, err := v1.NewHash(id); err == nil {
 		want, byDigest = h, true
 	}
+	announced, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	kind := manifestKind(types.MediaType(strings.TrimSpace(announced))) // the body is not read to tell
 	if resp.ContentLength > MaxManifestSize {
 		return nil, v1.Descriptor{}, fmt.Errorf("fetching manifest %s from %s: %w", id, c.repo.Name(),
-			tooLarge("manifest", want, resp.ContentLength, MaxManifestSize))
+			tooLarge(kind, want, resp.ContentLength, MaxManifestSize))
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxManifestSize+1))
 	if err != nil {
@@ -149,7 +151,7 @@ func (c *registryClient) manifest(ctx context.Context, id string) ([]byte, v1.De
 	}
 	if len(b) > MaxManifestSize {
 		return nil, v1.Descriptor{}, fmt.Errorf("fetching manifest %s from %s: %w", id, c.repo.Name(),
-			tooLarge("manifest", want, int64(len(b)), MaxManifestSize)) // more than announced, or not announced
+			tooLarge(kind, want, int64(len(b)), MaxManifestSize)) // more than announced, or not announced
 	}
 	alg := "sha256" // what registries name a tag's manifest by
 	if byDigest {

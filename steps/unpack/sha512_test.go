@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -28,14 +27,29 @@ import (
 // overlayfs snapshotter applies one in line and streams the other.
 func sha512Image(t *testing.T, layers ...[]byte) v1.Image {
 	t.Helper()
+	return imageByAlg(t, "sha512", layers...)
+}
+
+// imageByAlg writes an OCI layout of the tars layers (gzipped) whose every
+// digest is of algorithm alg ("sha256" or "sha512"), and reads the image
+// back from it.
+func imageByAlg(t testing.TB, alg string, layers ...[]byte) v1.Image {
+	t.Helper()
 	dir := t.TempDir()
-	blobs := filepath.Join(dir, "blobs", "sha512")
+	blobs := filepath.Join(dir, "blobs", alg)
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	sum := func(b []byte) v1.Hash {
+		h, err := v1.Hasher(alg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Write(b)
+		return v1.Hash{Algorithm: alg, Hex: hex.EncodeToString(h.Sum(nil))}
+	}
 	put := func(b []byte, mt types.MediaType) v1.Descriptor {
-		sum := sha512.Sum512(b)
-		d := v1.Hash{Algorithm: "sha512", Hex: hex.EncodeToString(sum[:])}
+		d := sum(b)
 		if err := os.WriteFile(filepath.Join(blobs, d.Hex), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -44,8 +58,7 @@ func sha512Image(t *testing.T, layers ...[]byte) v1.Image {
 	cfg := v1.ConfigFile{OS: "linux", Architecture: "amd64", RootFS: v1.RootFS{Type: "layers"}}
 	var descs []v1.Descriptor
 	for _, tarball := range layers {
-		sum := sha512.Sum512(tarball)
-		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, v1.Hash{Algorithm: "sha512", Hex: hex.EncodeToString(sum[:])})
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, sum(tarball))
 		rc, err := layerOf(t, types.OCILayer, tarball).Compressed()
 		if err != nil {
 			t.Fatal(err)

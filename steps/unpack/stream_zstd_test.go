@@ -16,11 +16,15 @@ import (
 // hostileZstd is a zstd frame of about 19 KB whose header asks for the
 // format's largest window, 512 MiB, followed by RLE blocks of 128 KiB each
 // (4 bytes apiece): a layer that costs its decoder the window's memory.
-func hostileZstd(blocks int) []byte {
+func hostileZstd(blocks int) []byte { return rleZstd(29, blocks) }
+
+// rleZstd is a zstd frame whose header asks for a window of 2^windowLog
+// bytes (10 to 41), followed by blocks RLE blocks of 128 KiB of zeros.
+func rleZstd(windowLog byte, blocks int) []byte {
 	var b bytes.Buffer
 	b.Write([]byte{0x28, 0xb5, 0x2f, 0xfd}) // magic
 	b.WriteByte(0x00)                       // no single segment, no checksum, no dictionary, no content size
-	b.WriteByte(19 << 3)                    // Window_Descriptor: 2^(10+19) = 512 MiB
+	b.WriteByte((windowLog - 10) << 3)      // Window_Descriptor: 2^windowLog, no mantissa
 	for i := range blocks {
 		hdr := uint32(1<<1) | uint32(128<<10)<<3 // RLE block of 128 KiB
 		if i == blocks-1 {
