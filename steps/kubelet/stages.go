@@ -467,7 +467,6 @@ func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container st
 	}
 	k.failures.reset(t.key)
 	res.ContainerID = created.ContainerId
-	res.Status, res.Info, _ = k.cri.containerStatus(ctx, created.ContainerId)
 	// The kubelet keeps the latest dead run (logs --previous); older ones go.
 	for _, r := range t.cs.Runs {
 		if r.RestartCount < t.restart-1 && r.State == RunExited {
@@ -477,7 +476,28 @@ func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container st
 		}
 	}
 	k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Created", "Created container: "+t.c.Name)
-	return res, k.report(ctx, pod, &res.Recording, nil)
+	// The container's status (verbose: its bundle, config.json, pids) is
+	// the one the pod's status is computed from: one ContainerStatus.
+	st, err := k.reportObserved(ctx, pod, &res.Recording, nil, true)
+	res.Status, res.Info = observedContainer(st, created.ContainerId)
+	if res.Status == nil {
+		res.Status, res.Info, _ = k.cri.containerStatus(ctx, created.ContainerId)
+	}
+	return res, err
+}
+
+// observedContainer is container id's status and verbose info in st, as
+// reportObserved read them; nil when st has none of it.
+func observedContainer(st *PodState, id string) (*runtimeapi.ContainerStatus, *containerInfo) {
+	if st == nil || st.cri == nil {
+		return nil, nil
+	}
+	for _, c := range st.cri.Containers {
+		if c.GetId() == id {
+			return c, st.cri.ContainerInfo[id]
+		}
+	}
+	return nil, nil
 }
 
 // StartStage starts the created container (CRI StartContainer): the
@@ -502,14 +522,21 @@ func (k *Kubelet) StartStage(ctx context.Context, pod *corev1.Pod, container str
 			warning{"Failed", fmt.Sprintf("Error: failed to start container %q: %v", t.c.Name, err)})
 	}
 	started := k.now()
-	if s, info, err := k.cri.containerStatus(ctx, l.ID); err == nil {
+	k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Started", "Started container "+t.c.Name)
+	// The container's state and pid are those the pod's status is
+	// computed from: one ContainerStatus (verbose), not one more.
+	st, err := k.reportObserved(ctx, pod, &res.Recording, map[string]*override{t.c.Name: {startedAt: started}}, true)
+	s, info := observedContainer(st, l.ID)
+	if s == nil {
+		s, info, _ = k.cri.containerStatus(ctx, l.ID)
+	}
+	if s != nil {
 		res.State = runOf(s, started).State
 		if info != nil {
 			res.Pid = info.Pid
 		}
 	}
-	k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Started", "Started container "+t.c.Name)
-	return res, k.report(ctx, pod, &res.Recording, map[string]*override{t.c.Name: {startedAt: started}})
+	return res, err
 }
 
 // gracePeriod is how long KillStage waits after SIGTERM: the deletion's
