@@ -320,7 +320,7 @@ func (s *Server) removeContainer(ctx context.Context, c *containerRecord) error 
 
 // containerState is what runc and the shim say of the container now.
 func (s *Server) containerState(ctx context.Context, c *containerRecord) *runtimeapi.ContainerStatus {
-	st, _ := s.containerStateRunc(ctx, c, false)
+	st, _ := s.containerStateRunc(ctx, c)
 	return st
 }
 
@@ -386,13 +386,11 @@ func setExited(st *runtimeapi.ContainerStatus, ex *runc.Exit) {
 }
 
 // containerStateRunc is containerState, with the runc state it was read
-// from (nil when runc was not asked, or failed): ContainerStatus's verbose
-// info shows the same state, read once (each read is a `runc state`).
-//
-// Without verbose, the state is read from the files of the container's
-// shim and runc first (shimState), as containerd answers from what its
-// shims report; `runc state` is asked only when they do not say.
-func (s *Server) containerStateRunc(ctx context.Context, c *containerRecord, verbose bool) (*runtimeapi.ContainerStatus, *runc.State) {
+// from: nil when runc was not asked (or failed). The state is read from
+// the files of the container's shim and runc first (shimState), as
+// containerd answers from what its shims report; `runc state` is asked
+// only when they do not say.
+func (s *Server) containerStateRunc(ctx context.Context, c *containerRecord) (*runtimeapi.ContainerStatus, *runc.State) {
 	st := &runtimeapi.ContainerStatus{
 		Id: c.ID, Metadata: c.config.Metadata, State: runtimeapi.ContainerState_CONTAINER_UNKNOWN,
 		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt,
@@ -413,7 +411,7 @@ func (s *Server) containerStateRunc(ctx context.Context, c *containerRecord, ver
 		st.Reason = "Creating"
 		return st, nil
 	}
-	if !verbose && s.shimState(c, st) {
+	if s.shimState(c, st) {
 		return st, nil
 	}
 	rs, err := s.rtOf(c).State(ctx, c.ID)
@@ -445,17 +443,32 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	if err != nil {
 		return nil, err
 	}
-	st, rs := s.containerStateRunc(ctx, c, req.Verbose)
+	st, rs := s.containerStateRunc(ctx, c)
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}
 	if req.Verbose {
+		rt := s.rtOf(c)
 		info := map[string]any{"sandboxID": c.SandboxID, "record": s.rec.containerPath(c.ID), "bundle": c.Bundle,
-			"config": filepath.Join(c.Bundle, spec.ConfigFile), "runtimeDir": s.rtOf(c).ContainerDir(c.ID), "log": s.rtOf(c).LogPath(c.ID)}
-		if rs == nil && c.State != stateCreated {
-			// still being made: runc may know it already
-			rs, _ = s.rtOf(c).State(ctx, c.ID)
-		}
-		if rs != nil {
+			"config": filepath.Join(c.Bundle, spec.ConfigFile), "runtimeDir": rt.ContainerDir(c.ID), "log": rt.LogPath(c.ID)}
+		switch {
+		case rs != nil:
 			info["pid"], info["shimPid"], info["runcState"] = rs.Pid, rs.ShimPid, rs.StateFile
+		case c.State == stateCreated && st.State != runtimeapi.ContainerState_CONTAINER_UNKNOWN:
+			// what runc state would say, from the same files: the pid
+			// runc create wrote (0 once it exited, as runc says), the
+			// shim's, runc's state file
+			pid := 0
+			if st.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+				pid = readPidFile(filepath.Join(rt.ContainerDir(c.ID), "container.pid"))
+			}
+			info["pid"], info["shimPid"] = pid, readPidFile(filepath.Join(rt.ContainerDir(c.ID), "shim.pid"))
+			if _, err := os.Stat(rt.StateFile(c.ID)); err == nil {
+				info["runcState"] = rt.StateFile(c.ID)
+			}
+		case c.State != stateCreated:
+			// still being made: runc may know it already
+			if rs, err := rt.State(ctx, c.ID); err == nil {
+				info["pid"], info["shimPid"], info["runcState"] = rs.Pid, rs.ShimPid, rs.StateFile
+			}
 		}
 		if sp, err := spec.Read(c.Bundle); err == nil {
 			info["runtimeSpec"] = sp
