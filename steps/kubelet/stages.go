@@ -319,15 +319,19 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 		return fail(err)
 	}
 	res.Created, res.LogDirectory = true, cfg.GetLogDirectory()
-	if st, err = k.Observe(ctx, pod); err != nil {
-		return res, err
+	// The sandbox as the runtime reports it is the one the pod's status
+	// is computed from (PodSandboxStatus once, not once more before it).
+	rst, rerr := k.reportObserved(ctx, pod, &res.Recording, nil, false)
+	if rst == nil {
+		if rst, err = k.Observe(ctx, pod); err != nil {
+			return res, errors.Join(err, rerr)
+		}
 	}
-	res.Sandbox = st.Sandbox
+	res.Sandbox = rst.Sandbox
 	if res.Sandbox.ID != id {
-		return res, fmt.Errorf("the runtime made sandbox %s for pod %s and lists %q as its newest", id, podKey(pod), res.Sandbox.ID)
+		return res, errors.Join(fmt.Errorf("the runtime made sandbox %s for pod %s and lists %q as its newest", id, podKey(pod), res.Sandbox.ID), rerr)
 	}
-	err = k.report(ctx, pod, &res.Recording, nil)
-	return res, err
+	return res, rerr
 }
 
 // PullStage makes sure the container's image is in the runtime's content
