@@ -218,10 +218,19 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.containerState(ctx, c); st.State != runtimeapi.ContainerState_CONTAINER_CREATED {
-		return nil, status.Errorf(codes.FailedPrecondition, "container %s is in %s state: only a created container starts", c.ID, st.State)
+	notCreated := func(st *runtimeapi.ContainerStatus) error {
+		return status.Errorf(codes.FailedPrecondition, "container %s is in %s state: only a created container starts", c.ID, st.State)
 	}
+	if c.State != stateCreated {
+		return nil, notCreated(s.containerState(ctx, c))
+	}
+	// runc start refuses a container that is not created (running,
+	// stopped): its state is read when it refused, not before every start
+	// (each read is a `runc state`).
 	if _, err := s.rtOf(c).Start(ctx, c.ID); err != nil {
+		if st := s.containerState(ctx, c); st.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+			return nil, notCreated(st)
+		}
 		return nil, status.Errorf(codes.Unknown, "failed to start container %q: %v", c.ID, err)
 	}
 	c.StartedAt = time.Now().UnixNano()
@@ -311,6 +320,77 @@ func (s *Server) removeContainer(ctx context.Context, c *containerRecord) error 
 
 // containerState is what runc and the shim say of the container now.
 func (s *Server) containerState(ctx context.Context, c *containerRecord) *runtimeapi.ContainerStatus {
+	st, _ := s.containerStateRunc(ctx, c)
+	return st
+}
+
+// shimState sets st's state from the container's files, as its shim and
+// runc keep them, when they tell it without asking runc: exit.json (the
+// shim wrote it when the process exited: exited, with its code), runc's
+// exec fifo (created, not started), runc's state file with the shim alive
+// (running: the shim writes exit.json when the process ends). Anything
+// else (the shim gone without an exit, runc's state missing) is false:
+// `runc state` tells.
+func (s *Server) shimState(c *containerRecord, st *runtimeapi.ContainerStatus) bool {
+	rt := s.rtOf(c)
+	if b, err := os.ReadFile(rt.ExitPath(c.ID)); err == nil {
+		var ex runc.Exit
+		if json.Unmarshal(b, &ex) != nil {
+			return false // being written
+		}
+		setExited(st, &ex)
+		return true
+	}
+	if rt.Created(c.ID) {
+		st.State = runtimeapi.ContainerState_CONTAINER_CREATED
+		return true
+	}
+	if _, err := os.Stat(rt.StateFile(c.ID)); err != nil {
+		return false
+	}
+	if pid := readPidFile(filepath.Join(rt.ContainerDir(c.ID), "shim.pid")); pid > 0 && processAlive(pid) {
+		if _, err := os.Stat(rt.ExitPath(c.ID)); err == nil {
+			return false // it exited meanwhile: runc says how
+		}
+		st.State = runtimeapi.ContainerState_CONTAINER_RUNNING
+		return true
+	}
+	return false
+}
+
+// processAlive reports whether pid runs (a zombie does not).
+func processAlive(pid int) bool {
+	if unix.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return !(i > 0 && i+2 < len(b) && b[i+2] == 'Z')
+}
+
+// setExited sets st exited as ex says.
+func setExited(st *runtimeapi.ContainerStatus, ex *runc.Exit) {
+	st.State = runtimeapi.ContainerState_CONTAINER_EXITED
+	st.ExitCode = int32(ex.Code)
+	st.FinishedAt = ex.ExitedAt.UnixNano()
+	st.Reason = "Completed"
+	if ex.Code != 0 {
+		st.Reason = "Error"
+	}
+	if st.StartedAt == 0 {
+		st.StartedAt = st.FinishedAt // killed before it started
+	}
+}
+
+// containerStateRunc is containerState, with the runc state it was read
+// from: nil when runc was not asked (or failed). The state is read from
+// the files of the container's shim and runc first (shimState), as
+// containerd answers from what its shims report; `runc state` is asked
+// only when they do not say.
+func (s *Server) containerStateRunc(ctx context.Context, c *containerRecord) (*runtimeapi.ContainerStatus, *runc.State) {
 	st := &runtimeapi.ContainerStatus{
 		Id: c.ID, Metadata: c.config.Metadata, State: runtimeapi.ContainerState_CONTAINER_UNKNOWN,
 		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt,
@@ -329,31 +409,31 @@ func (s *Server) containerState(ctx context.Context, c *containerRecord) *runtim
 	}
 	if c.State != stateCreated {
 		st.Reason = "Creating"
-		return st
+		return st, nil
+	}
+	if s.shimState(c, st) {
+		return st, nil
 	}
 	rs, err := s.rtOf(c).State(ctx, c.ID)
 	if err != nil {
 		st.Reason, st.Message = "Unknown", err.Error()
-		return st
+		return st, nil
 	}
 	switch {
 	case rs.Exit != nil:
-		st.State = runtimeapi.ContainerState_CONTAINER_EXITED
-		st.ExitCode = int32(rs.Exit.Code)
-		st.FinishedAt = rs.Exit.ExitedAt.UnixNano()
-		st.Reason = "Completed"
-		if rs.Exit.Code != 0 {
-			st.Reason = "Error"
-		}
-		if st.StartedAt == 0 {
-			st.StartedAt = st.FinishedAt // killed before it started
-		}
+		setExited(st, rs.Exit)
 	case rs.Status == "created":
 		st.State = runtimeapi.ContainerState_CONTAINER_CREATED
 	case rs.Status == "running" || rs.Status == "paused":
 		st.State = runtimeapi.ContainerState_CONTAINER_RUNNING
+	case rs.Status == "stopped" && rs.ShimPid > 0 && processAlive(rs.ShimPid):
+		// The process is gone and its shim, alive, has not written its
+		// exit yet (it takes the last lines of the log first): running
+		// until it does, as containerd's task is until its shim's exit
+		// event; not unknown, which a kubelet counts as exit code 255.
+		st.State = runtimeapi.ContainerState_CONTAINER_RUNNING
 	}
-	return st
+	return st, rs
 }
 
 // ContainerStatus is the container's state; with verbose, its record, pid
@@ -363,12 +443,32 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	if err != nil {
 		return nil, err
 	}
-	resp := &runtimeapi.ContainerStatusResponse{Status: s.containerState(ctx, c)}
+	st, rs := s.containerStateRunc(ctx, c)
+	resp := &runtimeapi.ContainerStatusResponse{Status: st}
 	if req.Verbose {
+		rt := s.rtOf(c)
 		info := map[string]any{"sandboxID": c.SandboxID, "record": s.rec.containerPath(c.ID), "bundle": c.Bundle,
-			"config": filepath.Join(c.Bundle, spec.ConfigFile), "runtimeDir": s.rtOf(c).ContainerDir(c.ID), "log": s.rtOf(c).LogPath(c.ID)}
-		if rs, err := s.rtOf(c).State(ctx, c.ID); err == nil {
+			"config": filepath.Join(c.Bundle, spec.ConfigFile), "runtimeDir": rt.ContainerDir(c.ID), "log": rt.LogPath(c.ID)}
+		switch {
+		case rs != nil:
 			info["pid"], info["shimPid"], info["runcState"] = rs.Pid, rs.ShimPid, rs.StateFile
+		case c.State == stateCreated && st.State != runtimeapi.ContainerState_CONTAINER_UNKNOWN:
+			// what runc state would say, from the same files: the pid
+			// runc create wrote (0 once it exited, as runc says), the
+			// shim's, runc's state file
+			pid := 0
+			if st.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+				pid = readPidFile(filepath.Join(rt.ContainerDir(c.ID), "container.pid"))
+			}
+			info["pid"], info["shimPid"] = pid, readPidFile(filepath.Join(rt.ContainerDir(c.ID), "shim.pid"))
+			if _, err := os.Stat(rt.StateFile(c.ID)); err == nil {
+				info["runcState"] = rt.StateFile(c.ID)
+			}
+		case c.State != stateCreated:
+			// still being made: runc may know it already
+			if rs, err := rt.State(ctx, c.ID); err == nil {
+				info["pid"], info["shimPid"], info["runcState"] = rs.Pid, rs.ShimPid, rs.StateFile
+			}
 		}
 		if sp, err := spec.Read(c.Bundle); err == nil {
 			info["runtimeSpec"] = sp

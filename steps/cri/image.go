@@ -3,7 +3,13 @@ package cri
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -34,8 +40,58 @@ func (im *image) repoDigest() string {
 	return ""
 }
 
-// images reads the content store's images, grouped by id.
+// imageCache is what images and findImage read from the content store,
+// kept while its index.json is the same file (the store replaces it,
+// renamed over, on every change; the blobs it names never change): each
+// ImageStatus read the index, every manifest and config again.
+type imageCache struct {
+	mu    sync.Mutex
+	stamp string
+	list  []*image
+	byRef map[string]string // a reference findImage resolved: the image's id
+}
+
+func (s *Server) imageCache() *imageCache { return &s.imgs }
+
+// indexStamp names the store's index.json as it is now: "" when unreadable.
+func (s *Server) indexStamp() string {
+	fi, err := os.Stat(filepath.Join(s.store.Dir(), "index.json"))
+	if err != nil {
+		return ""
+	}
+	ino := uint64(0)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	return fmt.Sprintf("%d/%d/%d", ino, fi.ModTime().UnixNano(), fi.Size())
+}
+
+// images reads the content store's images, grouped by id (again only
+// when its index changed).
 func (s *Server) images() ([]*image, error) {
+	c := s.imageCache()
+	stamp := s.indexStamp()
+	c.mu.Lock()
+	if stamp != "" && stamp == c.stamp {
+		defer c.mu.Unlock()
+		return c.list, nil
+	}
+	c.mu.Unlock()
+	out, err := s.readImages()
+	if err != nil || stamp == "" {
+		return out, err
+	}
+	c.mu.Lock()
+	if c.stamp != stamp {
+		c.byRef = map[string]string{}
+	}
+	c.stamp, c.list = stamp, out
+	c.mu.Unlock()
+	return out, nil
+}
+
+// readImages reads the content store's images, grouped by id.
+func (s *Server) readImages() ([]*image, error) {
 	list, err := s.store.List()
 	if err != nil {
 		return nil, err
@@ -96,6 +152,19 @@ func (s *Server) findImage(ref string) (*image, error) {
 	if len(byPrefix) == 1 {
 		return byPrefix[0], nil
 	}
+	c := s.imageCache()
+	stamp := s.indexStamp()
+	c.mu.Lock()
+	id, ok := c.byRef[ref]
+	ok = ok && stamp != "" && stamp == c.stamp
+	c.mu.Unlock()
+	if ok {
+		for _, im := range ims {
+			if im.id == id {
+				return im, nil
+			}
+		}
+	}
 	d, err := s.store.Inspect(ref)
 	if err != nil {
 		if errors.Is(err, pull.ErrImageNotFound) || errors.Is(err, pull.ErrBadReference) {
@@ -105,6 +174,11 @@ func (s *Server) findImage(ref string) (*image, error) {
 	}
 	for _, im := range ims {
 		if im.id == d.Config.Digest.String() {
+			c.mu.Lock()
+			if stamp != "" && stamp == c.stamp {
+				c.byRef[ref] = im.id
+			}
+			c.mu.Unlock()
 			return im, nil
 		}
 	}
@@ -112,7 +186,7 @@ func (s *Server) findImage(ref string) (*image, error) {
 }
 
 func (im *image) cri() *runtimeapi.Image {
-	out := &runtimeapi.Image{Id: im.id, RepoTags: im.repoTags, RepoDigests: im.repoDigests, Size: im.size,
+	out := &runtimeapi.Image{Id: im.id, RepoTags: slices.Clone(im.repoTags), RepoDigests: slices.Clone(im.repoDigests), Size: im.size,
 		Spec: &runtimeapi.ImageSpec{Image: im.id}}
 	if im.config != nil {
 		user, _, _ := strings.Cut(im.config.Config.User, ":")

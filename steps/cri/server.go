@@ -89,9 +89,12 @@ type Server struct {
 
 	// mu serializes the calls that make or remove things; reads go
 	// unlocked against records written atomically.
-	mu     sync.Mutex
-	logMu  sync.Mutex
-	grpc   *grpc.Server
+	mu    sync.Mutex
+	logMu sync.Mutex
+	grpc  *grpc.Server
+	// imgs is the content store's images, kept while its index.json is
+	// the same file.
+	imgs   imageCache
 	closed chan struct{}
 }
 

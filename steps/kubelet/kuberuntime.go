@@ -161,6 +161,9 @@ type criPodStatus struct {
 	// SandboxInfo is each sandbox's verbose info, by id, when the runtime
 	// gives podlab's (steps/cri).
 	SandboxInfo map[string]*sandboxInfo
+	// ContainerInfo is each container's verbose info, by id, when it was
+	// asked for (podStatusVerbose) and the runtime gives podlab's.
+	ContainerInfo map[string]*containerInfo
 }
 
 // Ready is the newest sandbox, when it is ready.
@@ -197,6 +200,14 @@ func (s *criPodStatus) Container(name string) *runtimeapi.ContainerStatus {
 // podStatus lists what the runtime has of the pod uid, found by the
 // labels the kubelet put on it.
 func (r *criRuntime) podStatus(ctx context.Context, uid types.UID) (*criPodStatus, error) {
+	return r.podStatusVerbose(ctx, uid, false)
+}
+
+// podStatusVerbose is podStatus; with verbose, each ContainerStatus is
+// asked verbosely and its info kept (ContainerInfo): what a stage shows
+// of the container it made or started, read with the status it reports
+// rather than by a ContainerStatus call of its own.
+func (r *criRuntime) podStatusVerbose(ctx context.Context, uid types.UID, verbose bool) (*criPodStatus, error) {
 	sel := map[string]string{LabelPodUID: string(uid)}
 	sbs, err := r.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: sel}})
 	if err != nil {
@@ -222,11 +233,18 @@ func (r *criRuntime) podStatus(ctx context.Context, uid types.UID) (*criPodStatu
 		return nil, fmt.Errorf("listing the containers of pod %s: %w", uid, err)
 	}
 	for _, c := range cs.Containers {
-		st, err := r.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		st, err := r.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id, Verbose: verbose})
 		if err != nil {
 			return nil, fmt.Errorf("the status of container %s: %w", c.Id, err)
 		}
 		out.Containers = append(out.Containers, st.Status)
+		var i containerInfo
+		if verbose && json.Unmarshal([]byte(st.Info["info"]), &i) == nil {
+			if out.ContainerInfo == nil {
+				out.ContainerInfo = map[string]*containerInfo{}
+			}
+			out.ContainerInfo[c.Id] = &i
+		}
 	}
 	// newest first: the restart count, then creation
 	slices.SortFunc(out.Containers, func(a, b *runtimeapi.ContainerStatus) int {

@@ -179,12 +179,17 @@ type Exit struct {
 // sandboxes, its containers and their exits, its images; and the runtime's
 // name (Version, asked once), which the status's containerIDs carry.
 func (k *Kubelet) Observe(ctx context.Context, pod *corev1.Pod) (*PodState, error) {
+	return k.observe(ctx, pod, false)
+}
+
+// observe is Observe; verbose keeps the containers' verbose info too.
+func (k *Kubelet) observe(ctx context.Context, pod *corev1.Pod, verbose bool) (*PodState, error) {
 	now := k.now()
 	name, err := k.cri.name.get(ctx, k.cri.rt)
 	if err != nil {
 		return nil, err
 	}
-	ps, err := k.cri.podStatus(ctx, pod.UID)
+	ps, err := k.cri.podStatusVerbose(ctx, pod.UID, verbose)
 	if err != nil {
 		return nil, err
 	}

@@ -319,15 +319,19 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 		return fail(err)
 	}
 	res.Created, res.LogDirectory = true, cfg.GetLogDirectory()
-	if st, err = k.Observe(ctx, pod); err != nil {
-		return res, err
+	// The sandbox as the runtime reports it is the one the pod's status
+	// is computed from (PodSandboxStatus once, not once more before it).
+	rst, rerr := k.reportObserved(ctx, pod, &res.Recording, nil, false)
+	if rst == nil {
+		if rst, err = k.Observe(ctx, pod); err != nil {
+			return res, errors.Join(err, rerr)
+		}
 	}
-	res.Sandbox = st.Sandbox
+	res.Sandbox = rst.Sandbox
 	if res.Sandbox.ID != id {
-		return res, fmt.Errorf("the runtime made sandbox %s for pod %s and lists %q as its newest", id, podKey(pod), res.Sandbox.ID)
+		return res, errors.Join(fmt.Errorf("the runtime made sandbox %s for pod %s and lists %q as its newest", id, podKey(pod), res.Sandbox.ID), rerr)
 	}
-	err = k.report(ctx, pod, &res.Recording, nil)
-	return res, err
+	return res, rerr
 }
 
 // PullStage makes sure the container's image is in the runtime's content
@@ -467,7 +471,6 @@ func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container st
 	}
 	k.failures.reset(t.key)
 	res.ContainerID = created.ContainerId
-	res.Status, res.Info, _ = k.cri.containerStatus(ctx, created.ContainerId)
 	// The kubelet keeps the latest dead run (logs --previous); older ones go.
 	for _, r := range t.cs.Runs {
 		if r.RestartCount < t.restart-1 && r.State == RunExited {
@@ -477,7 +480,28 @@ func (k *Kubelet) CreateStage(ctx context.Context, pod *corev1.Pod, container st
 		}
 	}
 	k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Created", "Created container: "+t.c.Name)
-	return res, k.report(ctx, pod, &res.Recording, nil)
+	// The container's status (verbose: its bundle, config.json, pids) is
+	// the one the pod's status is computed from: one ContainerStatus.
+	st, err := k.reportObserved(ctx, pod, &res.Recording, nil, true)
+	res.Status, res.Info = observedContainer(st, created.ContainerId)
+	if res.Status == nil {
+		res.Status, res.Info, _ = k.cri.containerStatus(ctx, created.ContainerId)
+	}
+	return res, err
+}
+
+// observedContainer is container id's status and verbose info in st, as
+// reportObserved read them; nil when st has none of it.
+func observedContainer(st *PodState, id string) (*runtimeapi.ContainerStatus, *containerInfo) {
+	if st == nil || st.cri == nil {
+		return nil, nil
+	}
+	for _, c := range st.cri.Containers {
+		if c.GetId() == id {
+			return c, st.cri.ContainerInfo[id]
+		}
+	}
+	return nil, nil
 }
 
 // StartStage starts the created container (CRI StartContainer): the
@@ -502,14 +526,21 @@ func (k *Kubelet) StartStage(ctx context.Context, pod *corev1.Pod, container str
 			warning{"Failed", fmt.Sprintf("Error: failed to start container %q: %v", t.c.Name, err)})
 	}
 	started := k.now()
-	if s, info, err := k.cri.containerStatus(ctx, l.ID); err == nil {
+	k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Started", "Started container "+t.c.Name)
+	// The container's state and pid are those the pod's status is
+	// computed from: one ContainerStatus (verbose), not one more.
+	st, err := k.reportObserved(ctx, pod, &res.Recording, map[string]*override{t.c.Name: {startedAt: started}}, true)
+	s, info := observedContainer(st, l.ID)
+	if s == nil {
+		s, info, _ = k.cri.containerStatus(ctx, l.ID)
+	}
+	if s != nil {
 		res.State = runOf(s, started).State
 		if info != nil {
 			res.Pid = info.Pid
 		}
 	}
-	k.event(ctx, pod, &res.Recording, corev1.EventTypeNormal, "Started", "Started container "+t.c.Name)
-	return res, k.report(ctx, pod, &res.Recording, map[string]*override{t.c.Name: {startedAt: started}})
+	return res, err
 }
 
 // gracePeriod is how long KillStage waits after SIGTERM: the deletion's

@@ -72,28 +72,37 @@ func (k *Kubelet) event(ctx context.Context, pod *corev1.Pod, rec *Recording, ty
 // report computes pod's status from the node and writes it if it changed.
 // ov sets waiting reasons by container name.
 func (k *Kubelet) report(ctx context.Context, pod *corev1.Pod, rec *Recording, ov map[string]*override) error {
+	_, err := k.reportObserved(ctx, pod, rec, ov, false)
+	return err
+}
+
+// reportObserved is report, and returns the node's state the status was
+// computed from (nil when the pod was gone, or nothing was read); with
+// verbose, its containers' verbose info too (what CreateStage and
+// StartStage show of their container).
+func (k *Kubelet) reportObserved(ctx context.Context, pod *corev1.Pod, rec *Recording, ov map[string]*override, verbose bool) (*PodState, error) {
 	start := time.Now()
 	defer func() { rec.Took += time.Since(start) }()
 	for try := 0; ; try++ {
 		obj, err := k.client.Get(ctx, "pods", pod.Namespace, pod.Name)
 		if podGone(err) {
-			return nil // deleted meanwhile: nothing to report to
+			return nil, nil // deleted meanwhile: nothing to report to
 		}
 		if err != nil {
-			return fmt.Errorf("reading pod %s to update its status: %w", podKey(pod), err)
+			return nil, fmt.Errorf("reading pod %s to update its status: %w", podKey(pod), err)
 		}
 		cur := obj.(*corev1.Pod)
 		if cur.UID != pod.UID {
-			return nil // another pod of the same name
+			return nil, nil // another pod of the same name
 		}
-		st, err := k.Observe(ctx, cur)
+		st, err := k.observe(ctx, cur, verbose)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		status := k.computeStatus(cur, st, ov)
 		rec.Phase = status.Phase
 		if sameStatus(cur.Status, status) {
-			return nil
+			return st, nil
 		}
 		cur.Status = status
 		_, err = k.client.UpdateStatus(ctx, cur)
@@ -101,10 +110,10 @@ func (k *Kubelet) report(ctx context.Context, pod *corev1.Pod, rec *Recording, o
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("updating the status of pod %s: %w", podKey(pod), err)
+			return st, fmt.Errorf("updating the status of pod %s: %w", podKey(pod), err)
 		}
 		rec.StatusWritten = true
-		return nil
+		return st, nil
 	}
 }
 
