@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/podlab/podlab/internal/testenv"
 )
 
 // BenchmarkRepull measures a pull of an image whose blobs are all stored:
@@ -188,29 +189,9 @@ func BenchmarkPull_SHA512(b *testing.B) {
 		}
 		return took
 	}
-	var by256, by512 []time.Duration
-	var ratios []float64
-	for b.Loop() {
-		for i := range rounds {
-			var t256, t512 time.Duration
-			if i%2 == 0 {
-				t256, t512 = pull("sha256"), pull("sha512")
-			} else {
-				t512, t256 = pull("sha512"), pull("sha256")
-			}
-			by256, by512 = append(by256, t256), append(by512, t512)
-			ratios = append(ratios, float64(t512)/float64(t256))
-		}
-	}
-	slices.Sort(by256)
-	slices.Sort(by512)
-	slices.Sort(ratios)
-	ms := func(d []time.Duration) float64 { return float64(d[len(d)/2]) / 1e6 }
-	b.ReportMetric(ms(by256), "sha256-ms")
-	b.ReportMetric(ms(by512), "sha512-ms")
-	b.ReportMetric(ratios[len(ratios)/2], "sha512-x-sha256")
+	med256, med512, ratio := testenv.Paired(b, rounds, "sha256", "sha512", func() time.Duration { return pull("sha256") }, func() time.Duration { return pull("sha512") })
 	fmt.Printf("%-50s sha256 %9.1f ms  sha512 %9.1f ms  ratio %5.2f\n",
-		"pull, 2 x 8 MiB layers, blobs by sha256 vs sha512", ms(by256), ms(by512), ratios[len(ratios)/2])
+		"pull, 2 x 8 MiB layers, blobs by sha256 vs sha512", float64(med256)/1e6, float64(med512)/1e6, ratio)
 }
 
 // BenchmarkPull_NestedIndex is the time to answer for an index whose

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
+	"github.com/podlab/podlab/internal/testenv"
 )
 
 // oldZstdPeakMB is what the issue measured for a 19 KB zstd layer asking
@@ -206,25 +206,5 @@ func BenchmarkUnpack_SHA512(b *testing.B) {
 		b.StartTimer()
 		return took
 	}
-	var by256, by512 []time.Duration
-	var ratios []float64
-	for b.Loop() {
-		for i := range rounds {
-			var t256, t512 time.Duration
-			if i%2 == 0 {
-				t256, t512 = unpack("sha256"), unpack("sha512")
-			} else {
-				t512, t256 = unpack("sha512"), unpack("sha256")
-			}
-			by256, by512 = append(by256, t256), append(by512, t512)
-			ratios = append(ratios, float64(t512)/float64(t256))
-		}
-	}
-	slices.Sort(by256)
-	slices.Sort(by512)
-	slices.Sort(ratios)
-	ms := func(d []time.Duration) float64 { return float64(d[len(d)/2]) / 1e6 }
-	b.ReportMetric(ms(by256), "sha256-ms")
-	b.ReportMetric(ms(by512), "sha512-ms")
-	b.ReportMetric(ratios[len(ratios)/2], "sha512-x-sha256")
+	testenv.Paired(b, rounds, "sha256", "sha512", func() time.Duration { return unpack("sha256") }, func() time.Duration { return unpack("sha512") })
 }
