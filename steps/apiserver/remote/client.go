@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"strconv"
 
@@ -163,7 +164,15 @@ func (c *Client) wrapWire(doing string, err error) error {
 		return nil
 	}
 	var st apierrors.APIStatus
-	if errors.As(err, &st) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &st) {
+		return err
+	}
+	// A dial or read that timed out matches context.DeadlineExceeded too,
+	// but it is the network's answer, not the caller's deadline: the API
+	// server is unreachable (and WaitForServer tries again), as a kubelet
+	// whose first dial of a joined machine's lab network timed out must.
+	var op *net.OpError
+	if !errors.As(err, &op) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
 	return fmt.Errorf("%s at the API server %s: %w: %w (is `podlab apiserver` running there, and is the kubeconfig's server right?)", doing, c.host, ErrUnreachable, err)
