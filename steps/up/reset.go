@@ -7,7 +7,6 @@ package up
 // deleted before it is unmounted), then the cgroups, then the files.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -17,12 +16,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moby/sys/mountinfo"
 	"github.com/podlab/podlab/steps/cni"
 	"github.com/podlab/podlab/steps/containerd"
 	"github.com/podlab/podlab/steps/cri"
@@ -402,25 +401,17 @@ func containerIDs(rt *runc.Runtime) ([]string, error) {
 	return ids, nil
 }
 
-// mountsUnder lists the mount points under dir, from /proc/self/mountinfo,
-// deepest first.
+// mountsUnder lists the mount points under dir, from /proc/self/mountinfo
+// (moby's parser, which undoes its octal escapes), deepest first.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []string
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		p := unescapeOctal(fields[4])
-		if strings.HasPrefix(p, dir+"/") && !seen[p] {
+	for _, m := range infos {
+		if p := m.Mountpoint; strings.HasPrefix(p, dir+"/") && !seen[p] {
 			seen[p] = true
 			out = append(out, p)
 		}
@@ -431,26 +422,7 @@ func mountsUnder(dir string) ([]string, error) {
 		}
 		return out[i] > out[j]
 	})
-	return out, sc.Err()
-}
-
-// unescapeOctal undoes mountinfo's \040-style escapes.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, nil
 }
 
 // removeCgroupTree removes the empty cgroups under top, children first,

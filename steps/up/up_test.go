@@ -95,21 +95,6 @@ func TestCgroupOf(t *testing.T) {
 	}
 }
 
-func TestUnescapeOctal(t *testing.T) {
-	for in, want := range map[string]string{
-		`/var/lib/podlab`:     "/var/lib/podlab",
-		`/tmp/with\040space`:  "/tmp/with space",
-		`/tmp/tab\011x`:       "/tmp/tab\tx",
-		`/tmp/trailing\04`:    `/tmp/trailing\04`,
-		`/tmp/back\134slash`:  `/tmp/back\slash`,
-		`/tmp/not\999escaped`: `/tmp/not\999escaped`,
-	} {
-		if got := unescapeOctal(in); got != want {
-			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestLeaves(t *testing.T) {
 	got := leaves(map[string]bool{"/podlab": true, "/podlab/kubepods": true, "/podlab/kubepods/pod1/c1": true,
 		"/podlab/kubepods/pod1": true, "/podlab/kubepods/pod2": true, "/podlab/x": true})
@@ -486,5 +471,38 @@ func TestReset_FreesUsernsClaims(t *testing.T) {
 	}
 	if _, err := os.Stat(claims.Claim(131072)); err != nil {
 		t.Errorf("another state directory's claim was removed: %v", err)
+	}
+}
+
+// mountsUnder finds the mounts below a directory, deepest first, with
+// mountinfo's escapes undone (a space is \040 there).
+func TestMountsUnder(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	outer := filepath.Join(dir, "with space")
+	inner := filepath.Join(outer, "inner")
+	for _, p := range []string{outer, inner} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", p, "tmpfs", 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Unmount(p, unix.MNT_DETACH) })
+		if p == outer {
+			if err := os.MkdirAll(inner, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := mountsUnder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{inner, outer}; !slices.Equal(got, want) {
+		t.Errorf("mountsUnder(%s) = %q, want %q (deepest first, unescaped)", dir, got, want)
+	}
+	if got, _ := mountsUnder(inner); len(got) != 0 {
+		t.Errorf("mountsUnder(%s) = %q: a mount on the directory itself is not below it", inner, got)
 	}
 }
