@@ -46,14 +46,7 @@ func TestServer_PauseCgroup(t *testing.T) {
 			return n
 		}},
 		{"a create killed once the pause process ran", func(t *testing.T, n *node, id string) *node {
-			sb, err := n.srv.rec.sandbox(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sb.State = stateCreating
-			if err := n.srv.rec.putSandbox(sb); err != nil {
-				t.Fatal(err)
-			}
+			markCreating(t, n, id)
 			n.stop()
 			n2 := startNode(t, n.dir) // New cleans the half-made sandbox
 			if _, err := n2.srv.rec.sandbox(id); err == nil {
@@ -62,14 +55,7 @@ func TestServer_PauseCgroup(t *testing.T) {
 			return n2
 		}},
 		{"a create killed before the pause process's PID was recorded", func(t *testing.T, n *node, id string) *node {
-			sb, err := n.srv.rec.sandbox(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sb.State = stateCreating
-			if err := n.srv.rec.putSandbox(sb); err != nil {
-				t.Fatal(err)
-			}
+			sb := markCreating(t, n, id)
 			// Killed between the pause process pinning its PID namespace
 			// and its PID being written: no PID file.
 			if err := os.Remove(n.srv.pauseOptions(sb).PidFile); err != nil {
@@ -136,6 +122,21 @@ func TestServer_PauseCgroup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// markCreating records the sandbox as a create still under way, as a
+// runtime killed in RunPodSandbox leaves it.
+func markCreating(t *testing.T, n *node, id string) *sandboxRecord {
+	t.Helper()
+	sb, err := n.srv.rec.sandbox(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.State = stateCreating
+	if err := n.srv.rec.putSandbox(sb); err != nil {
+		t.Fatal(err)
+	}
+	return sb
 }
 
 // pauseGone: pid has exited (or is a zombie, not yet reaped).

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/podlab/podlab/internal/crilog"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -348,47 +349,14 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// criTime is the CRI log file's timestamp as containerd writes it:
-// RFC 3339 with up to nine digits of nanoseconds, trailing zeros dropped.
-const criTime = time.RFC3339Nano
-
-// logLine is one line of a CRI log file:
-//
-//	2026-12-02T12:00:00.123456789Z stdout F hello
-//
-// the time, the stream, F for a full line or P for part of a longer one,
-// and the text.
+// logLine is one line of a CRI log file, with the text it was read from.
 type logLine struct {
-	Time    time.Time
-	Stream  string
-	Partial bool
-	Message string
-	raw     string
+	crilog.Line
+	raw string
 }
 
 // parseLogLine parses one line of a CRI log file (without its newline).
 func parseLogLine(s string) (logLine, error) {
-	f := strings.SplitN(s, " ", 4)
-	if len(f) < 3 {
-		return logLine{}, fmt.Errorf("parsing CRI log line %q: want TIME STREAM TAG MESSAGE", s)
-	}
-	t, err := time.Parse(criTime, f[0])
-	if err != nil {
-		return logLine{}, fmt.Errorf("parsing CRI log line %q: %w", s, err)
-	}
-	l := logLine{Time: t, Stream: f[1], raw: s}
-	if l.Stream != "stdout" && l.Stream != "stderr" {
-		return logLine{}, fmt.Errorf("parsing CRI log line %q: stream %q is neither stdout nor stderr", s, f[1])
-	}
-	switch f[2] {
-	case "F":
-	case "P":
-		l.Partial = true
-	default:
-		return logLine{}, fmt.Errorf("parsing CRI log line %q: tag %q is neither F nor P", s, f[2])
-	}
-	if len(f) == 4 {
-		l.Message = f[3]
-	}
-	return l, nil
+	l, err := crilog.Parse(s)
+	return logLine{Line: l, raw: s}, err
 }

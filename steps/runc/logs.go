@@ -26,64 +26,21 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/podlab/podlab/internal/crilog"
 )
 
 // MaxLogLine is the longest log line written in one piece; a longer line is
 // split into partial (P) lines, as containerd does with 16 KiB.
 const MaxLogLine = 16 * 1024
 
-// criTime is the CRI log file's timestamp as containerd writes it:
-// RFC 3339 with up to nine digits of nanoseconds, trailing zeros dropped.
-const criTime = time.RFC3339Nano
+// LogLine is one line of a CRI log file (crilog.Line).
+type LogLine = crilog.Line
 
-// LogLine is one line of a CRI log file.
-type LogLine struct {
-	Time    time.Time
-	Stream  string // "stdout" or "stderr"
-	Partial bool   // tag P: the line goes on in the next LogLine of the stream
-	Message string // without the newline
-}
-
-// String is the line as written in the log file, without its newline; the
-// time in its own zone (the shim's clock is the host's local time, as
-// containerd's time.Now()).
-func (l LogLine) String() string {
-	tag := "F"
-	if l.Partial {
-		tag = "P"
-	}
-	return l.Time.Format(criTime) + " " + l.Stream + " " + tag + " " + l.Message
-}
-
-// ParseLogLine parses one line of a CRI log file (without its newline).
-func ParseLogLine(s string) (LogLine, error) {
-	f := strings.SplitN(s, " ", 4)
-	if len(f) < 3 {
-		return LogLine{}, fmt.Errorf("parsing CRI log line %q: want TIME STREAM TAG MESSAGE", s)
-	}
-	t, err := time.Parse(criTime, f[0])
-	if err != nil {
-		return LogLine{}, fmt.Errorf("parsing CRI log line %q: %w", s, err)
-	}
-	l := LogLine{Time: t, Stream: f[1]}
-	if l.Stream != "stdout" && l.Stream != "stderr" {
-		return LogLine{}, fmt.Errorf("parsing CRI log line %q: stream %q is neither stdout nor stderr", s, f[1])
-	}
-	switch f[2] {
-	case "F":
-	case "P":
-		l.Partial = true
-	default:
-		return LogLine{}, fmt.Errorf("parsing CRI log line %q: tag %q is neither F nor P", s, f[2])
-	}
-	if len(f) == 4 {
-		l.Message = f[3]
-	}
-	return l, nil
-}
+// ParseLogLine parses one line of a CRI log file (crilog.Parse).
+func ParseLogLine(s string) (LogLine, error) { return crilog.Parse(s) }
 
 // criWriter writes the lines of several streams into one CRI log file.
 type criWriter struct {
