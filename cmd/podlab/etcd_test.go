@@ -258,7 +258,7 @@ func TestEtcd_Command(t *testing.T) {
 // podlab etcd of a state directory with a lab network also listens on the
 // lab's gateway, making the bridge if no node has made it, and says both
 // URLs; podlab reset removes the bridge again. In a network namespace of
-// its own: the bridge and its FORWARD rule stay there.
+// its own: the bridge and its iptables rules stay there.
 func TestEtcd_OnTheLabNetwork(t *testing.T) {
 	if !testenv.InNewNetns(t) {
 		return

@@ -41,9 +41,14 @@ makes a host a node; podlab node join makes a node a host:
   veth       the other end, pv<hex> in the host's namespace, on the lab bridge
   bridge     plab<hex>, the lab network's switch, with the gateway (.1): the
              host, where podlab apiserver listens too (made by the first
-             join, with an iptables FORWARD rule that accepts what it
-             forwards between nodes, since the host's bridges pass through
-             netfilter)
+             join)
+  rules      two iptables chains of the lab's own, plab<hex>-fwd (from
+             FORWARD) and plab<hex>-in (from INPUT): what the bridge
+             forwards between its nodes is accepted (the host's bridges
+             pass through netfilter), what would be routed out of the lab
+             or into it is dropped, and the host itself takes from the
+             bridge only the lab network's own traffic: a route that root
+             in a node adds to another lab's network leads nowhere
 
 A machine has no default route: only the lab network and loopback. The
 lab network is the one podlab init chose (--lab-cidr, PODLAB_LAB_CIDR, or a
@@ -158,7 +163,8 @@ func joinNode(ctx context.Context, w io.Writer, l statedir.Layout, node string, 
 	fmt.Fprintf(w, "  machine  network namespace %s (a bind mount pins it), lo up, no default route\n", m.Netns)
 	fmt.Fprintf(w, "  eth0     %s inside it: its address on the lab network %s\n", m.Address, lab.CIDR)
 	fmt.Fprintf(w, "  veth     %s in the host's namespace, eth0's peer, on the bridge\n", m.HostVeth)
-	fmt.Fprintf(w, "  bridge   %s (%s), gateway %s; FORWARD rule %s: %s\n", lab.Bridge, made(j.Lab.Bridge), lab.Gateway, made(j.Lab.Rule), machine.RuleSpec(lab))
+	fmt.Fprintf(w, "  bridge   %s (%s), gateway %s\n", lab.Bridge, made(j.Lab.Bridge), lab.Gateway)
+	fmt.Fprintf(w, "  rules    %s (FORWARD) and %s (INPUT) accept only the lab network's own traffic; jumps %s: %s\n", machine.ForwardChain(lab), machine.InputChain(lab), made(j.Lab.Rule), machine.RuleSpec(lab))
 	fmt.Fprintf(w, "The API server answers at https://%s from inside it (TLS verified against ca.crt).\n", apiAddr)
 	for _, it := range append(pr.Certificates, pr.Kubeconfigs...) {
 		fmt.Fprintf(w, "%s %s: %s%s\n", it.Action, it.Files[0], it.Purpose, because(it))

@@ -32,8 +32,8 @@ func newNodeLeaveCommand() *cli.Command {
   2. machine  stop what still runs in the node's network namespace (its
               kubelet: SIGTERM, then SIGKILL), remove the veth pair (eth0
               and its route go with it), unmount and remove the namespace;
-              the last node to leave takes the lab bridge and its FORWARD
-              rule with it
+              the last node to leave takes the lab bridge and its iptables
+              chains and rules with it
   3. delete   the Node object, once its kubelet is stopped (a running
               kubelet would register it again), as after kubeadm reset
 
@@ -87,7 +87,7 @@ kubelet can still run as before it joined.`,
 				}
 				fmt.Fprintf(w, "removed the veth %s (and eth0 %s with it) and the network namespace %s\n", left.Machine.HostVeth, left.Machine.Address, left.Machine.Netns)
 				if left.LabDown {
-					fmt.Fprintf(w, "the last machine left: removed the lab bridge %s and its FORWARD rule\n", left.Machine.Bridge)
+					fmt.Fprintf(w, "the last machine left: removed the lab bridge %s and its iptables rules\n", left.Machine.Bridge)
 				}
 			}
 			_, err = s.client.Delete(c.Context, "nodes", "", name, apiserver.DeleteOptions{})

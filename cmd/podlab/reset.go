@@ -27,7 +27,7 @@ depend on each other:
   0. machines    each joined node's machine (podlab node join): what runs
                  in its network namespace is stopped (its kubelet), its veth
                  and namespace removed; then the lab bridge and its iptables
-                 FORWARD rule
+                 chains and rules
   0b. containerd the lab containerd (podlab containerd): containerd and its
                  shims stopped, CNI DEL of its pods (their results in
                  /var/lib/cni/results), its containers deleted from its runc

@@ -24,12 +24,20 @@
 // most 15 bytes).
 //
 // Traffic stays on the lab network and loopback: a machine has no default
-// route, only its /24 on eth0, and nothing is routed to the outside. The
-// host bridges with netfilter on (bridge-nf-call-iptables=1), so its
-// iptables FORWARD policy decides over traffic between two machines on the
-// bridge: Up inserts one ACCEPT rule for the bridge, its comment naming the
-// state directory, and Down removes it with the bridge when the last
-// machine leaves.
+// route, only its /24 on eth0, and nothing is routed to the outside. Root
+// in a machine can add a route, though, so what keeps two labs of one host
+// apart is rules, not routes: each lab has two chains of its own in the
+// host's filter table, named after its bridge (ForwardChain, InputChain),
+// reached from the first rules of FORWARD and INPUT, whose comment names the
+// state directory. The forward chain accepts what the bridge forwards
+// between its own ports (the host bridges with netfilter on,
+// bridge-nf-call-iptables=1, so its FORWARD policy would decide over
+// traffic between two machines otherwise) and drops whatever would be
+// routed out of the lab or into it; the input chain accepts from the
+// bridge only the lab network to the lab network (the gateway), so another
+// lab's gateway, an address of the host too, is out of reach. The host's
+// own processes reach every lab as before. Up writes them, Down removes
+// them with the bridge when the last machine leaves (Rules lists them).
 //
 // A namespace lives as long as a process or a mount holds it: Join pins the
 // machine's with a bind mount at statedir.Node.MachineNetns (as `ip netns

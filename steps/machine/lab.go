@@ -39,8 +39,8 @@ type Lab struct {
 	Gateway netip.Addr `json:"gateway"`
 	// Bridge is the bridge's name (BridgeName).
 	Bridge string `json:"bridge"`
-	// Comment tags the FORWARD rule that lets the bridge's traffic through:
-	// it names the state directory.
+	// Comment tags the rules of FORWARD and INPUT that send the lab's
+	// traffic to its own chains: it names the state directory.
 	Comment string `json:"comment"`
 }
 
@@ -160,7 +160,7 @@ func EnsureLab(l statedir.Layout, cidr string) (lab Lab, made bool, err error) {
 	return lab, true, nil
 }
 
-// comment is the FORWARD rule's comment (iptables takes 256 bytes).
+// comment is the comment of the lab's rules (iptables takes 256 bytes).
 func comment(l statedir.Layout) string {
 	c := "podlab lab network of " + l.Dir
 	if len(c) > 255 {

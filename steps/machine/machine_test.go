@@ -15,6 +15,7 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/podlab/podlab/internal/testenv"
 	"github.com/podlab/podlab/steps/machine"
@@ -96,7 +97,7 @@ func hostRoute(t *testing.T) string {
 }
 
 // snapshot is what of a state directory's lab is on the host: links,
-// FORWARD rules naming it, mounts under it.
+// iptables chains and rules naming it or its bridge, mounts under it.
 func snapshot(t *testing.T, l statedir.Layout) []string {
 	t.Helper()
 	var out []string
@@ -110,12 +111,12 @@ func snapshot(t *testing.T, l statedir.Layout) []string {
 			out = append(out, "link "+n)
 		}
 	}
-	rules, err := exec.Command("iptables", "-S", "FORWARD").Output()
+	rules, err := exec.Command("iptables", "-S").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range strings.Split(string(rules), "\n") {
-		if strings.Contains(r, l.Dir) {
+		if strings.Contains(r, l.Dir) || strings.Contains(r, machine.BridgeName(l)) {
 			out = append(out, "rule "+r)
 		}
 	}
@@ -326,12 +327,145 @@ func TestJoin_ForwardPolicyDrop(t *testing.T) {
 	if err := dial(); err != nil {
 		t.Errorf("node-1 to node-2 with FORWARD DROP and the lab's rule: %v", err)
 	}
-	// without the rule, the policy drops them: the rule is what matters
-	rule := []string{"-D", "FORWARD", "-i", lab.Bridge, "-o", lab.Bridge, "-m", "comment", "--comment", lab.Comment, "-j", "ACCEPT"}
+	// without the jump to the lab's chain, the policy drops them: the
+	// lab's rules are what matters
+	rule := []string{"-D", "FORWARD", "-m", "comment", "--comment", lab.Comment, "-j", machine.ForwardChain(lab)}
 	if out, err := exec.Command("iptables", rule...).CombinedOutput(); err != nil {
 		t.Fatalf("iptables %v: %v: %s", rule, err, out)
 	}
 	if err := dial(); err == nil {
 		t.Errorf("node-1 reached node-2 with FORWARD DROP and no rule: is bridged traffic filtered at all?")
+	}
+}
+
+// TestLabs_IsolatedByRules: two labs on one host (two state directories),
+// and root in lab A's machine adds a route to lab B's network (and root
+// in lab B's machine one back): lab B's gateway, where lab B's API server
+// listens, and lab B's machine stay out of lab A's reach, dropped by the
+// labs' rules rather than for want of a route. Lab A's machine still
+// reaches its own gateway, and the host's processes reach both labs. Run
+// in a network namespace of its own, where IP forwarding is on (as on a
+// host with a CNI bridge) without changing the host's.
+func TestLabs_IsolatedByRules(t *testing.T) {
+	if !testenv.InNewNetns(t) {
+		return
+	}
+	ctx := context.Background()
+	for _, f := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/bridge/bridge-nf-call-iptables"} {
+		if err := os.WriteFile(f, []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type side struct {
+		l   statedir.Layout
+		lab machine.Lab
+		m   machine.Machine
+		// gw and node are listeners on the lab's gateway (in the host's
+		// namespace) and on its machine's address (inside it)
+		gw, node net.Listener
+	}
+	var labs []*side
+	for _, cidr := range []string{"172.31.250.0/24", "172.31.251.0/24"} {
+		s := &side{l: statedir.Layout{Dir: t.TempDir()}}
+		var err error
+		if s.lab, _, err = machine.EnsureLab(s.l, cidr); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { machine.Down(ctx, s.lab) })
+		j, err := machine.Join(ctx, s.l, s.lab, "node-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { machine.Leave(ctx, s.l, "node-1", time.Second) })
+		s.m = j.Machine
+		if s.gw, err = net.Listen("tcp", net.JoinHostPort(s.lab.Gateway.String(), "0")); err != nil {
+			t.Fatal(err)
+		}
+		if err := machine.Do(s.m.Netns, func() error {
+			var err error
+			s.node, err = net.Listen("tcp", net.JoinHostPort(s.m.IP().String(), "0"))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, ln := range []net.Listener{s.gw, s.node} {
+			t.Cleanup(func() { ln.Close() })
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					c.Close()
+				}
+			}()
+		}
+		labs = append(labs, s)
+	}
+	a, b := labs[0], labs[1]
+	route := func(from, to *side) {
+		ns, err := netns.GetFromPath(from.m.Netns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ns.Close()
+		h, err := netlink.NewHandleAt(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		dst := &net.IPNet{IP: to.lab.CIDR.Addr().AsSlice(), Mask: net.CIDRMask(to.lab.CIDR.Bits(), 32)}
+		if err := h.RouteAdd(&netlink.Route{Dst: dst, Gw: from.lab.Gateway.AsSlice()}); err != nil {
+			t.Fatalf("ip route add %s via %s in %s: %v", dst, from.lab.Gateway, from.m.Netns, err)
+		}
+	}
+	route(a, b)
+	route(b, a)
+	dial := func(netnsPath string, ln net.Listener) error {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var c net.Conn
+		var err error
+		if netnsPath == "" {
+			c, err = (&net.Dialer{}).DialContext(dctx, "tcp", ln.Addr().String())
+		} else {
+			c, err = machine.Dial(dctx, netnsPath, ln.Addr().String())
+		}
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	for _, tc := range []struct {
+		name  string
+		from  string // a machine's namespace, "" for the host
+		to    net.Listener
+		reach bool
+	}{
+		{"lab A's machine to lab A's gateway", a.m.Netns, a.gw, true},
+		{"lab B's machine to lab B's gateway", b.m.Netns, b.gw, true},
+		{"lab A's machine to lab B's gateway (lab B's API server)", a.m.Netns, b.gw, false},
+		{"lab A's machine to lab B's machine", a.m.Netns, b.node, false},
+		{"lab B's machine to lab A's gateway", b.m.Netns, a.gw, false},
+		{"the host to lab A's machine", "", a.node, true},
+		{"the host to lab B's machine", "", b.node, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := dial(tc.from, tc.to)
+			if tc.reach && err != nil {
+				t.Errorf("dialing %s: %v, want it reached", tc.to.Addr(), err)
+			}
+			if !tc.reach && err == nil {
+				t.Errorf("dialing %s: connected, want it dropped by the labs' rules", tc.to.Addr())
+			}
+		})
+	}
+	for _, s := range labs {
+		if _, err := machine.Leave(ctx, s.l, "node-1", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if snap := snapshot(t, s.l); len(snap) != 0 {
+			t.Errorf("after the last machine of %s left: %v", s.lab.CIDR, snap)
+		}
 	}
 }

@@ -81,7 +81,7 @@ type ResetResult struct {
 	Runtimes []string
 	// Machines are the joined nodes whose machines were removed (their
 	// processes stopped, veth, namespace and its mount removed), and Lab
-	// the lab network's bridge and FORWARD rule, if they were there.
+	// the lab network's bridge and iptables rules, if they were there.
 	Machines []string
 	Lab      string
 }
@@ -114,7 +114,7 @@ func CheckStateDir(dir string) error {
 
 // Reset removes what podlab made under opts.StateDir: first the machines
 // of joined nodes (what runs in them stopped, their veths and network
-// namespaces removed) and the lab network's bridge and FORWARD rule (see
+// namespaces removed) and the lab network's bridge and iptables rules (see
 // steps/machine), then every container
 // (runc kill and delete, under every node's runc root and the top-level
 // one) and the pause process of every CRI sandbox, the mounts under the directory (unmounted first), the state
@@ -467,7 +467,7 @@ func leaves(set map[string]bool) []string {
 }
 
 // resetMachines removes every joined node's machine, then the lab network
-// (bridge and FORWARD rule), which may be there with no machine left after
+// (bridge and iptables rules), which may be there with no machine left after
 // a crash.
 // stopRuntimes stops every node's runtime process its kubelet started.
 func stopRuntimes(ctx context.Context, l statedir.Layout, res *ResetResult) error {
@@ -518,6 +518,6 @@ func resetMachines(ctx context.Context, l statedir.Layout, res *ResetResult) err
 	if err := machine.Down(ctx, lab); err != nil {
 		errs = append(errs, err)
 	}
-	res.Lab = fmt.Sprintf("%s: bridge %s (gone) and its FORWARD rule", lab.CIDR, lab.Bridge)
+	res.Lab = fmt.Sprintf("%s: bridge %s (gone) and its iptables rules", lab.CIDR, lab.Bridge)
 	return errors.Join(errs...)
 }
