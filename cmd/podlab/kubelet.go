@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -409,6 +411,7 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 	if mirror == "" {
 		mirror = os.Getenv(pull.MirrorEnv)
 	}
+	mirror = machineMirror(w, statedir.Layout{Dir: dir}, node, mirror)
 	conn, err := connectRuntime(c, dir, node, bin, mirror)
 	if err != nil {
 		return nil, nil, err
@@ -434,6 +437,31 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		return nil, nil, err
 	}
 	return k, func() { conn.Client.Close() }, nil
+}
+
+// machineMirror is the registry mirror node's runtime is started with:
+// mirror, but none for a node that is a machine of its own (podlab node
+// join) when mirror is on a loopback address, saying so. Its runtime runs
+// inside the machine, where 127.0.0.1 is the machine's own loopback, not
+// the host's, which PODLAB_REGISTRY_MIRROR (set for the host's kubelet in
+// lesson 01) names: the runtime then pulls as <state-dir>/certs.d names,
+// where podlab registry serve --addr GATEWAY:PORT writes the gateway's
+// address.
+func machineMirror(w io.Writer, l statedir.Layout, node, mirror string) string {
+	u, err := url.Parse(mirror)
+	if mirror == "" || err != nil {
+		return mirror
+	}
+	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return mirror
+	}
+	m, err := machine.Load(l.Node(node))
+	if err != nil {
+		return mirror
+	}
+	fmt.Fprintf(w, "registry mirror: %s is not passed on: node %s is a machine of its own, whose loopback is not the host's; its runtime pulls as %s names (podlab registry serve --addr %s:PORT names itself there)\n",
+		mirror, node, pull.HostsFile(l.CertsDir(), "docker.io"), m.Gateway)
+	return ""
 }
 
 // connectRuntime connects node's kubelet to its container runtime, at

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,8 +19,11 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/podlab/podlab/images"
 	"github.com/podlab/podlab/internal/testenv"
+	"github.com/podlab/podlab/steps/kubelet/criremote"
 	"github.com/podlab/podlab/steps/machine"
+	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/statedir"
 )
 
@@ -351,4 +355,87 @@ func labRegistry(t *testing.T, lab machine.Lab) string {
 	go reg.Serve(ln)
 	t.Cleanup(func() { reg.Close() })
 	return ln.Addr().String()
+}
+
+// TestNodeJoin_PullsThroughTheLabMirror: the README's `kubectl run nginx
+// --image=nginx` on a lab of one joined machine, with `podlab registry
+// serve` on the lab's gateway. The registry names itself there in
+// certs.d/docker.io/hosts.toml, and the node's runtime, inside the
+// machine, pulls as that file says, as podlab pull and containerd do: the
+// pod is Running with docker.io/library/nginx from the mirror. Then again
+// with PODLAB_REGISTRY_MIRROR on the host's loopback, as lesson 01 leaves
+// it: the machine's kubelet does not hand that to its runtime, which
+// pulls through the gateway again (a plain name has imagePullPolicy
+// Always).
+func TestNodeJoin_PullsThroughTheLabMirror(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.Runc(t)
+	kubectl := testenv.Kubectl(t)
+	t.Setenv(pull.MirrorEnv, "")
+	state, lab, srvErr, stopAPIServer := labWithAPIServer(t, "node-m")
+	l := statedir.Layout{Dir: state}
+	t.Cleanup(func() { // after the kubelet and the registry stopped
+		stopAPIServer()
+		if out, errOut, err := podlab(t, state, "reset", "--yes", "--runtime", testenv.Runc(t)); err != nil {
+			t.Errorf("reset: %v\n%s%s", err, out, errOut)
+		}
+		if tr := testenv.LabTraces(t, state, "node-m"); len(tr) != 0 {
+			t.Errorf("after reset: %v", tr)
+		}
+	})
+	mustPodlab(t, state, "node", "join", "node-m")
+
+	layoutDir := filepath.Join(t.TempDir(), "images")
+	if err := images.WriteLayout(context.Background(), layoutDir, []images.Named{{Ref: "library/nginx:latest", Image: shellImage(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	_, regOut := startComponent(t, state, "registry", "serve", "--addr", net.JoinHostPort(lab.Gateway.String(), "0"), "--images", layoutDir)
+	hosts := pull.HostsFile(l.CertsDir(), "docker.io")
+	waitFor(t, 60*time.Second, func() bool {
+		b, _ := os.ReadFile(hosts)
+		return strings.Contains(string(b), `[host."http://`+lab.Gateway.String()+":")
+	}, "podlab registry serve to name itself on the gateway in "+hosts, regOut)
+
+	admin := func(args ...string) string {
+		t.Helper()
+		out, err := kubectlWith(kubectl, l.Kubeconfig("admin"), args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s\napiserver:\n%s", strings.Join(args, " "), err, out, srvErr)
+		}
+		return out
+	}
+	runNginx := func(pod string, kout *lockedBuffer) {
+		t.Helper()
+		admin("run", pod, "--image=nginx")
+		if out, err := kubectlWith(kubectl, l.Kubeconfig("admin"), "wait", "--for=condition=Ready", "pod/"+pod, "--timeout=90s"); err != nil {
+			events, _ := kubectlWith(kubectl, l.Kubeconfig("admin"), "get", "events", "--field-selector", "involvedObject.name="+pod)
+			runtimeLog, _ := os.ReadFile(l.Node("node-m").RuntimeLog())
+			t.Fatalf("pod %s (image nginx) not Ready: %v\n%s\nevents:\n%s\nkubelet:\n%s\nruntime:\n%s\nregistry:\n%s", pod, err, out, events, kout, runtimeLog, regOut)
+		}
+		if id := admin("get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].imageID}"); !strings.HasPrefix(id, "docker.io/library/nginx@sha256:") {
+			t.Errorf("pod %s's imageID %q, want docker.io/library/nginx@sha256:...", pod, id)
+		}
+	}
+
+	startComponent(t, state, "scheduler")
+	kubelet, kout := startComponent(t, state, "kubelet", "--node", "node-m")
+	runNginx("nginx", kout)
+	if !strings.Contains(regOut.String(), "/v2/library/nginx/manifests/latest") {
+		t.Errorf("the registry on the gateway was not asked for library/nginx:\n%s", regOut)
+	}
+
+	// the host's loopback mirror in the environment, as lesson 01 sets it,
+	// and a kubelet that starts the node's runtime anew
+	kubelet.Process.Signal(syscall.SIGINT)
+	kubelet.Wait()
+	if _, err := criremote.Stop(context.Background(), l.Node("node-m").RuntimePidFile(), 10*time.Second); err != nil {
+		t.Fatalf("stopping node-m's runtime: %v", err)
+	}
+	t.Setenv(pull.MirrorEnv, "http://127.0.0.1:"+strconv.Itoa(freePort(t)))
+	_, kout = startComponent(t, state, "kubelet", "--node", "node-m")
+	runNginx("nginx-2", kout)
+	if want := "is not passed on: node node-m is a machine of its own"; !strings.Contains(kout.String(), want) {
+		t.Errorf("the kubelet does not say %q:\n%s", want, kout)
+	}
+	admin("delete", "pod", "nginx", "nginx-2", "--wait=false")
 }

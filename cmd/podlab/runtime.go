@@ -13,7 +13,6 @@ import (
 
 	"github.com/podlab/podlab/steps/cri"
 	"github.com/podlab/podlab/steps/kubelet/criremote"
-	"github.com/podlab/podlab/steps/pull"
 	"github.com/podlab/podlab/steps/runc"
 	"github.com/podlab/podlab/steps/statedir"
 	"github.com/podlab/podlab/steps/unpack"
@@ -39,13 +38,28 @@ Each CRI call runs the stages you can run by hand:
 
   RunPodSandbox    the pod's net, ipc and uts namespaces, pinned under
                    nodes/NAME/{net,ipc,uts}ns/<id>, and CNI ADD
-  PullImage        podlab pull, into nodes/NAME/content
+  PullImage        podlab pull, into nodes/NAME/content, through the
+                   mirrors <state-dir>/certs.d names
   CreateContainer  podlab unpack (nodes/NAME/bundles/<sandbox>/<id>),
                    podlab spec (config.json from the ContainerConfig), and
                    a shim that runs runc create
   StartContainer   runc start
   StopContainer    runc kill (SIGTERM, then SIGKILL)
   RemoveContainer  runc delete, the bundle, the log
+
+REGISTRIES. It finds a registry's mirrors as containerd's CRI plugin does
+in its config_path: <state-dir>/certs.d/<registry>/hosts.toml, read on every
+pull, the files podlab pull and the lab containerd read and podlab registry
+serve writes, naming itself. A node that joined the lab network (podlab
+node join) runs its runtime inside its machine, where only the lab network
+is: the registry must then listen on the lab's gateway (podlab registry
+serve --addr GATEWAY:PORT), and hosts.toml names it there. containerd has
+no flag for a mirror; --registry-mirror sends docker.io images to one
+registry instead of the files, as podlab pull's does: a kubelet that
+starts the runtime passes on its own --registry-mirror (or the host's
+$PODLAB_REGISTRY_MIRROR, but not into a joined node's machine, where the
+host's loopback is not), podlab up the registry of its own run. The
+runtime itself does not read $PODLAB_REGISTRY_MIRROR.
 
 It records each sandbox and container in nodes/NAME/cri/ (one JSON file
 each), so a restarted runtime knows them again, and cleans what a runtime
@@ -76,7 +90,7 @@ answers on is removed.`,
 			&cli.StringFlag{Name: "node", Value: "node-1", Usage: "the node whose runtime this is"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print each CRI call with its request and response"},
 			&cli.StringFlag{Name: "runtime", Usage: "the OCI runtime binary (default: runc next to podlab, in bin/, or on PATH)"},
-			&cli.StringFlag{Name: "registry-mirror", Usage: "pull every image through this registry (default $" + pull.MirrorEnv + ")"},
+			&cli.StringFlag{Name: "registry-mirror", Usage: "pull docker.io images from this registry instead of the mirrors <state-dir>/certs.d/docker.io/hosts.toml names"},
 			&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP registries"},
 			&cli.StringSliceFlag{Name: "runtime-handler", Usage: "NAME=PATH: a runtime handler (a RuntimeClass's handler) and its OCI runtime binary, repeatable; runc, runsc and crun are known"},
 			&cli.StringFlag{Name: "snapshotter", Usage: "how containers' rootfs are made: overlayfs or native (default: overlayfs where the kernel mounts it)"},
@@ -120,7 +134,7 @@ func runRuntime(c *cli.Context) error {
 	w := c.App.Writer
 	n := l.Node(node)
 	cfg := cri.Config{Node: n, Runtime: bin, Shim: runc.ShimCommand(exe),
-		Mirror: flagOr(c, "registry-mirror", os.Getenv(pull.MirrorEnv)), Insecure: c.Bool("insecure"),
+		Mirror: c.String("registry-mirror"), Insecure: c.Bool("insecure"),
 		StreamAddress: c.String("stream-address"), Handlers: handlers, Snapshotter: snap}
 	if c.Bool("verbose") {
 		cfg.Log, cfg.OnCommand = w, traceTo(w)

@@ -214,13 +214,17 @@ func parseUID(s string) (int64, bool) {
 }
 
 // PullImage pulls through steps/pull into the node's content store, and
-// answers the image's id.
+// answers the image's id. A registry's hosts are those its hosts.toml in
+// the state directory's registry hosts directory names (hostsDir), read on
+// every pull as containerd's CRI plugin reads its config_path: the same
+// files podlab pull and the lab containerd read, on every node.
 func (s *Server) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
 	ref := req.GetImage().GetImage()
 	if ref == "" {
 		return nil, status.Error(codes.InvalidArgument, "PullImage: no image named")
 	}
-	if _, err := pull.Pull(ctx, s.store, ref, pull.Options{Mirror: s.cfg.Mirror, Insecure: s.cfg.Insecure}); err != nil {
+	opts := pull.Options{HostsDir: s.hostsDir(), Mirror: s.cfg.Mirror, Insecure: s.cfg.Insecure}
+	if _, err := pull.Pull(ctx, s.store, ref, opts); err != nil {
 		if errors.Is(err, pull.ErrBadReference) {
 			return nil, status.Errorf(codes.InvalidArgument, "failed to pull image %q: %v", ref, err)
 		}
@@ -232,6 +236,11 @@ func (s *Server) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest
 	}
 	return &runtimeapi.PullImageResponse{ImageRef: im.id}, nil
 }
+
+// hostsDir is the registry hosts directory the runtime pulls by: the
+// state directory's certs.d (statedir.Layout.CertsDir), containerd's
+// config_path.
+func (s *Server) hostsDir() string { return s.node.State().CertsDir() }
 
 // ListImages lists the content store's images.
 func (s *Server) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {

@@ -48,7 +48,9 @@ type Config struct {
 	Runtime string
 	Shim    []string
 	// Mirror and Insecure are how PullImage reaches registries (see
-	// pull.Options).
+	// pull.Options): Mirror, when set, is where docker.io images come
+	// from instead of the hosts the registry hosts directory names (the
+	// state directory's certs.d, which PullImage reads on every pull).
 	Mirror   string
 	Insecure bool
 	// CNIBinDirs are where the CNI plugins are; default cni.DefaultBinDirs.

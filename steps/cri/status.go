@@ -36,7 +36,7 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	if req.Verbose {
 		b, _ := json.Marshal(map[string]any{"node": s.node.Name, "socket": s.node.CRISocket(), "records": s.node.CRIDir(),
 			"contentStore": s.store.Dir(), "runc": s.cfg.Runtime, "runcRoot": s.rt.RootDir(), "cniConfDir": s.node.CNIConfDir(),
-			"streamServer": s.StreamURL(), "registryMirror": s.cfg.Mirror, "insecure": s.cfg.Insecure})
+			"streamServer": s.StreamURL(), "registryConfigPath": s.hostsDir(), "registryMirror": s.cfg.Mirror, "insecure": s.cfg.Insecure})
 		resp.Info = map[string]string{"config": string(b)}
 	}
 	return resp, nil
