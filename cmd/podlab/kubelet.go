@@ -68,7 +68,9 @@ over gRPC on --container-runtime-endpoint (and --image-service-endpoint),
 default the node's own socket unix://<state-dir>/nodes/NAME/cri.sock. When
 nothing answers there it starts the node's runtime, "podlab runtime --node
 NAME" (with its --runtime, --runtime-handler, --registry-mirror and
---insecure), in a session of its own that outlives the kubelet, as
+--insecure; a mirror on 127.0.0.1 is not passed into a joined node's
+machine, whose loopback is not the host's: its runtime pulls as
+<state-dir>/certs.d names), in a session of its own that outlives the kubelet, as
 containerd outlives a kubelet restart: its log is nodes/NAME/runtime.log,
 podlab reset stops it. Another endpoint nothing answers on is an error
 saying how to start a runtime there. With -v every CRI call is printed

@@ -65,7 +65,16 @@ containerd's registry hosts directory (config_path) does: it writes
 <state-dir>/certs.d/docker.io/hosts.toml and certs.d/registry.k8s.io/hosts.toml
 ("server" the upstream, [host."http://ADDR"] the mirror, asked first). podlab
 pull reads them with containerd's own parser, so "podlab pull nginx" comes
-here, and so does a containerd whose config_path is <state-dir>/certs.d.
+here, and so do every node's runtime (podlab runtime, which the kubelet
+starts) and a containerd whose config_path is <state-dir>/certs.d.
+
+A lab of machines (podlab node join) reaches the host only at the lab
+network's gateway: a registry on 127.0.0.1 is out of the machines' reach
+(their 127.0.0.1 is their own). Listen on the gateway, which the first
+join puts on the lab bridge, and hosts.toml names it there, for the host
+and the machines alike:
+
+  podlab registry serve --addr GATEWAY:5001     (GATEWAY: podlab init says it)
 
 Examples:
   make images
