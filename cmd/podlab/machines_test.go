@@ -439,3 +439,47 @@ func TestNodeJoin_PullsThroughTheLabMirror(t *testing.T) {
 	}
 	admin("delete", "pod", "nginx", "nginx-2", "--wait=false")
 }
+
+// TestMachineMirror: the registry mirror a kubelet hands its node's
+// runtime. A joined node's runtime runs inside its machine, so a mirror on
+// the host's loopback is not passed on (saying so); any other mirror is,
+// and so is every mirror of a node that did not join.
+func TestMachineMirror(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	l := statedir.Layout{Dir: testenv.StateDir(t)}
+	lab, _, err := machine.EnsureLab(l, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { machine.Down(ctx, lab) })
+	if _, err := machine.Join(ctx, l, lab, "node-j"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { machine.Leave(ctx, l, "node-j", time.Second) })
+	gateway := "http://" + net.JoinHostPort(lab.Gateway.String(), "5001")
+	for _, tc := range []struct {
+		name, node, mirror, want string
+	}{
+		{"joined, 127.0.0.1", "node-j", "http://127.0.0.1:5001", ""},
+		{"joined, another loopback address", "node-j", "http://127.0.0.2:5001", ""},
+		{"joined, localhost", "node-j", "http://localhost:5001", ""},
+		{"joined, ::1", "node-j", "http://[::1]:5001", ""},
+		{"joined, the gateway", "node-j", gateway, gateway},
+		{"joined, none", "node-j", "", ""},
+		{"not joined, 127.0.0.1", "node-1", "http://127.0.0.1:5001", "http://127.0.0.1:5001"},
+		{"not joined, the gateway", "node-1", gateway, gateway},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			got := machineMirror(&out, l, tc.node, tc.mirror)
+			if got != tc.want {
+				t.Errorf("machineMirror(%s, %q) = %q, want %q", tc.node, tc.mirror, got, tc.want)
+			}
+			said := strings.Contains(out.String(), tc.mirror+" is not passed on: node "+tc.node+" is a machine of its own")
+			if dropped := tc.mirror != "" && got == ""; said != dropped {
+				t.Errorf("machineMirror(%s, %q) said %q: want a note exactly when it drops the mirror", tc.node, tc.mirror, out.String())
+			}
+		})
+	}
+}
