@@ -46,7 +46,21 @@ func WithCgroupNamespace() oci.SpecOpts {
 }
 
 // WithCgroupfsMount mounts the container's own cgroups read-only at
-// /sys/fs/cgroup, as Kubernetes runtimes do, so the app can read its limits.
+// /sys/fs/cgroup, as Kubernetes runtimes do (containerd's CRI adds this
+// "cgroup" mount, ro), so the app can read its limits and write nothing.
+//
+// On cgroup v2 runc mounts one cgroup2 file system there, read-only. On
+// cgroup v1 (and hybrid) hosts it mounts a tmpfs there and each controller
+// below it: the controllers read-only, but runc v1.2 and later leave the
+// tmpfs itself writable (runc v1.0 remounted it read-only, as systemd does
+// on the host), so the app could make files and directories in
+// /sys/fs/cgroup. A read-only tmpfs listed at the same place just before the
+// cgroup mount closes that: runc's last mount step remounts each read-only
+// tmpfs of the list read-only by its destination, which then names the top
+// mount there, the cgroup tmpfs. On cgroup v2 it lies hidden under the
+// cgroup2 mount. WithWriteableCgroupfs (a privileged container) leaves it
+// read-only, as the host's own cgroup tmpfs is: only the controllers
+// become writable.
 func WithCgroupfsMount() oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
 		for _, m := range s.Mounts {
@@ -54,12 +68,19 @@ func WithCgroupfsMount() oci.SpecOpts {
 				return nil
 			}
 		}
-		s.Mounts = append(s.Mounts, specs.Mount{
-			Destination: "/sys/fs/cgroup",
-			Type:        "cgroup",
-			Source:      "cgroup",
-			Options:     []string{"nosuid", "noexec", "nodev", "relatime", "ro"},
-		})
+		s.Mounts = append(s.Mounts,
+			specs.Mount{
+				Destination: "/sys/fs/cgroup",
+				Type:        "tmpfs",
+				Source:      "tmpfs",
+				Options:     []string{"nosuid", "noexec", "nodev", "mode=755", "size=4k", "ro"},
+			},
+			specs.Mount{
+				Destination: "/sys/fs/cgroup",
+				Type:        "cgroup",
+				Source:      "cgroup",
+				Options:     []string{"nosuid", "noexec", "nodev", "relatime", "ro"},
+			})
 		return nil
 	}
 }

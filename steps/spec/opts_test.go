@@ -85,11 +85,21 @@ func TestWithCgroupNamespace_EmptySpec(t *testing.T) {
 
 func TestWithCgroupfsMount_EmptySpec(t *testing.T) {
 	s := mustApplyEmpty(t, WithCgroupfsMount())
-	if len(s.Mounts) != 1 || s.Mounts[0].Destination != "/sys/fs/cgroup" || s.Mounts[0].Type != "cgroup" || !slices.Contains(s.Mounts[0].Options, "ro") {
-		t.Fatalf("mounts = %+v, want one read-only cgroup mount at /sys/fs/cgroup", s.Mounts)
+	// A read-only tmpfs first (what runc remounts read-only at the end:
+	// on cgroup v1 the tmpfs it puts over the controllers), then the
+	// read-only cgroup mount itself.
+	want := []struct{ typ, source string }{{"tmpfs", "tmpfs"}, {"cgroup", "cgroup"}}
+	if len(s.Mounts) != len(want) {
+		t.Fatalf("mounts = %+v, want a read-only tmpfs then a read-only cgroup mount at /sys/fs/cgroup", s.Mounts)
+	}
+	for i, w := range want {
+		m := s.Mounts[i]
+		if m.Destination != "/sys/fs/cgroup" || m.Type != w.typ || m.Source != w.source || !slices.Contains(m.Options, "ro") || slices.Contains(m.Options, "rw") {
+			t.Errorf("mount %d = %+v, want a read-only %s at /sys/fs/cgroup", i, m, w.typ)
+		}
 	}
 	// Applying it twice does not mount twice.
-	if err := WithCgroupfsMount()(context.Background(), nil, nil, s); err != nil || len(s.Mounts) != 1 {
+	if err := WithCgroupfsMount()(context.Background(), nil, nil, s); err != nil || len(s.Mounts) != 2 {
 		t.Fatalf("second apply: err %v, %d mounts", err, len(s.Mounts))
 	}
 }
