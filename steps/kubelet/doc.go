@@ -92,7 +92,8 @@
 // pod's hostPorts, which the kubelet sends as the sandbox config's
 // port_mappings) and detaches it when the sandbox stops (CNI DEL). A
 // failed ADD is undone by the runtime, and the kubelet records its error
-// as the Warning FailedCreatePodSandBox; it tries again on the next sync.
+// as the Warning FailedCreatePodSandBox; the pod worker tries again 10 to
+// 15 s later (the kubelet's backOffPeriod, jittered), not at every poll.
 // The pod's IPs are PodSandboxStatus's: status.podIP and podIPs. A node
 // with no pod CIDR keeps loopback-only pods, and the sandbox stage says
 // why, once.

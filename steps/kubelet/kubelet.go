@@ -43,6 +43,13 @@ type Config struct {
 	// Zero means the kubelet's defaults (10s doubling to 300s).
 	ImageBackOff, MaxImageBackOff time.Duration
 	CrashBackOff, MaxCrashBackOff time.Duration
+	// SyncBackOff is how long Run's pod worker waits before it syncs a pod
+	// again after a sync failed (a sandbox that could not be made), jittered
+	// by up to half of it: the kubelet's pod workers requeue a failed sync
+	// after their backOffPeriod (10s) so, not at every relist. A change of
+	// the pod (spec, labels, annotations, deletion) is synced at once.
+	// Zero means DefaultSyncBackOff.
+	SyncBackOff time.Duration
 	// SeccompDefault is the kubelet's --seccomp-default: a container whose
 	// pod and container securityContext set no seccompProfile gets the
 	// runtime's default profile (RuntimeDefault) instead of none
@@ -135,6 +142,7 @@ func New(cfg Config) (*Kubelet, error) {
 	def(&cfg.MaxImageBackOff, DefaultMaxImageBackOff)
 	def(&cfg.CrashBackOff, DefaultCrashBackOff)
 	def(&cfg.MaxCrashBackOff, DefaultMaxCrashBackOff)
+	def(&cfg.SyncBackOff, DefaultSyncBackOff)
 	def(&cfg.Heartbeat, DefaultHeartbeat)
 	def(&cfg.NodeLeaseDuration, DefaultNodeLeaseDuration)
 	if cfg.NodeLeaseDuration < 4*time.Second || cfg.NodeLeaseDuration%time.Second != 0 {

@@ -46,6 +46,9 @@ func WriteReport(w io.Writer, r Report) {
 	}
 	if r.Err != nil && r.Result == nil {
 		fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
+		if r.Stage.Name == "sync" && r.Stage.Why != "" {
+			fmt.Fprintf(w, "  %s\n", r.Stage.Why) // the pod worker's back-off
+		}
 		return
 	}
 	var rec *Recording

@@ -482,6 +482,12 @@ type podWorker struct {
 	mu      sync.Mutex
 	pod     *corev1.Pod
 	removed bool
+
+	// the run goroutine's own: the version last synced, and, after a
+	// failed sync, when to try again (kicks before then are let pass
+	// unless the pod changed)
+	synced  *corev1.Pod
+	retryAt time.Time
 }
 
 // update hands a pod's latest version to its worker and wakes it.
@@ -530,8 +536,15 @@ func (w *podWorkers) run(uid types.UID, pw *podWorker) {
 			w.mu.Unlock()
 			return
 		}
-		if err := w.k.SyncPod(w.ctx, pod); err != nil && w.ctx.Err() == nil {
-			w.k.notify(Report{Pod: pod, Stage: Stage{Name: "sync"}, Err: err})
+		if !pw.retryAt.IsZero() && w.k.now().Before(pw.retryAt) && !podChanged(pw.synced, pod) {
+			continue // a failed sync backs off: the poll's kicks wait
+		}
+		err := w.k.SyncPod(w.ctx, pod)
+		pw.synced, pw.retryAt = pod, time.Time{}
+		if err != nil && w.ctx.Err() == nil {
+			pw.retryAt = w.k.syncRetryAt(w.k.now())
+			w.k.notify(Report{Pod: pod, Stage: Stage{Name: "sync", Until: pw.retryAt,
+				Why: fmt.Sprintf("the sync failed: the pod worker tries again in %s", pw.retryAt.Sub(w.k.now()).Round(time.Second))}, Err: err})
 		}
 	}
 }
