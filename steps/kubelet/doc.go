@@ -127,6 +127,20 @@
 // The kubelet sends the choice as CRI's SecurityProfile; the runtime loads
 // the profile (a missing file is CreateContainerError).
 //
+// # Sysctls
+//
+// A pod's securityContext.sysctls are admitted as the kubelet's sysctl
+// admission handler admits them (sysctl.go): each must be on the allowlist
+// of the safe sysctls (SafeSysctls, v1.37's) and the patterns of
+// --allowed-unsafe-sysctls (Config.AllowedUnsafeSysctls, namespaced ones
+// only), and not of a namespace the pod shares with the node (hostNetwork,
+// hostIPC). A pod that sets another is rejected before anything is made:
+// Failed, reason SysctlForbidden, message "Pod was rejected: forbidden
+// sysctl: ...", and a Warning event. The allowed ones go in the sandbox
+// config (LinuxPodSandboxConfig.sysctls); the runtime writes them into
+// every container's spec (linux.sysctl), and runc sets them in the pod's
+// namespaces.
+//
 // # RuntimeClass
 //
 // A pod's spec.runtimeClassName is resolved to its RuntimeClass's handler

@@ -55,6 +55,12 @@ type Config struct {
 	// runtime's default profile (RuntimeDefault) instead of none
 	// (Unconfined, Kubernetes' default).
 	SeccompDefault bool
+	// AllowedUnsafeSysctls is the kubelet's --allowed-unsafe-sysctls:
+	// sysctls, or patterns ending in "*", a pod may set besides the safe
+	// ones (SafeSysctls). Each must be namespaced (net.*, kernel.shm*,
+	// kernel.msg*, kernel.sem, fs.mqueue.*, ...): New refuses others
+	// (ErrBadSysctlPattern). A pod setting any other sysctl is rejected.
+	AllowedUnsafeSysctls []string
 	// PodPidsLimit is the kubelet's --pod-max-pids: pids.max of every pod
 	// cgroup. Zero or less is no limit (the kubelet's default, -1).
 	PodPidsLimit int64
@@ -106,6 +112,7 @@ type Kubelet struct {
 	recorder *apiserver.Recorder
 	failures *failures
 	nodeIP   string
+	sysctls  *SysctlAllowlist
 
 	infoOnce sync.Once
 	info     corev1.NodeSystemInfo
@@ -156,6 +163,10 @@ func New(cfg Config) (*Kubelet, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	sysctls, err := NewSysctlAllowlist(cfg.AllowedUnsafeSysctls)
+	if err != nil {
+		return nil, err
+	}
 	layout, err := NodeLayout(cfg.StateDir, cfg.Node)
 	if err != nil {
 		return nil, err
@@ -172,6 +183,7 @@ func New(cfg Config) (*Kubelet, error) {
 		recorder:  apiserver.NewRecorder(cfg.Client, Component, cfg.Node),
 		failures:  newFailures(cfg.ImageBackOff, cfg.MaxImageBackOff),
 		nodeIP:    nodeIP(cfg.Address, cfg.Port),
+		sysctls:   sysctls,
 		announced: map[string]time.Time{},
 	}, nil
 }

@@ -232,6 +232,11 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return nil
 	}
+	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+		if msg := k.sysctls.Admit(pod); msg != "" {
+			return k.reject(ctx, pod, ReasonSysctlForbidden, msg)
+		}
+	}
 	st, err := k.Observe(ctx, pod)
 	if err != nil {
 		return err

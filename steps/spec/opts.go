@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -84,6 +85,38 @@ func WithCgroupfsMount() oci.SpecOpts {
 		return nil
 	}
 }
+
+// WithSysctls sets linux.sysctl: runc writes each value to
+// /proc/sys/<name with dots as slashes> inside the container's namespaces
+// before the app starts (it refuses a sysctl of a namespace the container
+// shares with the host). The CRI runtime gives every container of a pod
+// its sandbox's sysctls, as containerd does. A name that is not a sysctl
+// name (dot- or slash-separated segments of [a-z0-9_-]) or a value with a
+// newline is refused.
+func WithSysctls(sysctls map[string]string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
+		if len(sysctls) == 0 {
+			return nil
+		}
+		setLinux(s)
+		if s.Linux.Sysctl == nil {
+			s.Linux.Sysctl = map[string]string{}
+		}
+		for k, v := range sysctls {
+			if !sysctlName.MatchString(k) {
+				return fmt.Errorf("sysctl %q: not a sysctl name (segments of a-z, 0-9, _ and -, separated by dots or slashes, as net.ipv4.ip_unprivileged_port_start)", k)
+			}
+			if strings.ContainsAny(v, "\n\x00") {
+				return fmt.Errorf("sysctl %s: the value %q has a newline or NUL byte", k, v)
+			}
+			s.Linux.Sysctl[k] = v
+		}
+		return nil
+	}
+}
+
+// sysctlName is Kubernetes' sysctl name (validation.SysctlContainSlashFmt).
+var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
 
 // WithCgroupsPath sets linux.cgroupsPath to parent/id (podlab's convention is
 // /podlab/<id>): runc creates that cgroup and writes the limits into it.

@@ -592,3 +592,31 @@ func TestWithOCIVersion_Bad(t *testing.T) {
 		})
 	}
 }
+
+func TestWithSysctls_EmptySpec(t *testing.T) {
+	s := mustApplyEmpty(t, WithSysctls(map[string]string{"net.core.somaxconn": "1024", "net/ipv4/ip_unprivileged_port_start": "80"}))
+	if s.Linux == nil || len(s.Linux.Sysctl) != 2 || s.Linux.Sysctl["net.core.somaxconn"] != "1024" || s.Linux.Sysctl["net/ipv4/ip_unprivileged_port_start"] != "80" {
+		t.Fatalf("linux = %+v, want the two sysctls", s.Linux)
+	}
+	if s := mustApplyEmpty(t, WithSysctls(nil)); s.Linux != nil && s.Linux.Sysctl != nil {
+		t.Errorf("no sysctls: linux.sysctl = %v, want none", s.Linux.Sysctl)
+	}
+}
+
+func TestWithSysctls_BadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sysctls map[string]string
+	}{
+		{"upper case", map[string]string{"Net.Core.Somaxconn": "1"}},
+		{"a path out of /proc/sys", map[string]string{"../../etc/passwd": "x"}},
+		{"empty segment", map[string]string{"net..core": "1"}},
+		{"newline in the value", map[string]string{"net.core.somaxconn": "1\n2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := applyEmpty(t, WithSysctls(tc.sysctls)); err == nil {
+				t.Errorf("WithSysctls(%q): no error", tc.sysctls)
+			}
+		})
+	}
+}
