@@ -141,6 +141,14 @@
 // every container's spec (linux.sysctl), and runc sets them in the pod's
 // namespaces.
 //
+// # Fields not honoured yet
+//
+// A pod that sets a field Kubernetes' kubelet acts on and podlab's does
+// not (probes, lifecycle hooks, hostAliases, imagePullSecrets, fsGroup,
+// ...: unsupported.go) still runs, without it; the kubelet says so once
+// per pod with a Warning event, reason Unsupported, naming the fields and
+// where the pod sets them.
+//
 // # RuntimeClass
 //
 // A pod's spec.runtimeClassName is resolved to its RuntimeClass's handler

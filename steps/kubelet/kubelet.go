@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/podlab/podlab/steps/apiserver"
@@ -119,6 +120,8 @@ type Kubelet struct {
 
 	mu        sync.Mutex
 	announced map[string]time.Time // back-offs whose Events were recorded, by container
+	// warned: the pods told which of their fields are not honoured
+	warned map[types.UID]bool
 	// saidNoPodCIDR: the kubelet said once that the node has no pod CIDR.
 	saidNoPodCIDR bool
 	// podCIDR is the pod CIDR last handed to the runtime.
@@ -185,6 +188,7 @@ func New(cfg Config) (*Kubelet, error) {
 		nodeIP:    nodeIP(cfg.Address, cfg.Port),
 		sysctls:   sysctls,
 		announced: map[string]time.Time{},
+		warned:    map[types.UID]bool{},
 	}, nil
 }
 

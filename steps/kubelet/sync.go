@@ -236,6 +236,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 		if msg := k.sysctls.Admit(pod); msg != "" {
 			return k.reject(ctx, pod, ReasonSysctlForbidden, msg)
 		}
+		k.warnUnsupported(ctx, pod)
 	}
 	st, err := k.Observe(ctx, pod)
 	if err != nil {
@@ -539,6 +540,9 @@ func (w *podWorkers) run(uid types.UID, pw *podWorker) {
 			w.mu.Lock()
 			delete(w.workers, uid)
 			w.mu.Unlock()
+			w.k.mu.Lock()
+			delete(w.k.warned, uid)
+			w.k.mu.Unlock()
 			return
 		}
 		if !pw.retryAt.IsZero() && w.k.now().Before(pw.retryAt) && !podChanged(pw.synced, pod) {
