@@ -140,6 +140,17 @@ the profile file localhostProfile names under <state-dir>/nodes/NAME/seccomp/
 set, a container runs unconfined, as in Kubernetes, unless --seccomp-default
 makes RuntimeDefault the default (the kubelet's flag of the same name).
 
+SYSCTLS. A pod's securityContext.sysctls are admitted as the kubelet admits
+them: the safe ones (namespaced and isolated: net.ipv4.ip_unprivileged_port_start,
+net.ipv4.ip_local_port_range, kernel.shm_rmid_forced, ...) and those
+--allowed-unsafe-sysctls allows (names or patterns ending in *, namespaced
+ones only: net.core.somaxconn, net.core.*, kernel.msg*). A pod setting any
+other (kernel.sysrq, vm.overcommit_memory: the whole node's) is rejected:
+it ends Failed with reason SysctlForbidden and a Warning event "forbidden
+sysctl: ...", and nothing of it is made. The allowed ones go to the runtime
+in the sandbox config; runc sets them in the pod's namespaces (config.json's
+linux.sysctl), where the container reads them in /proc/sys.
+
 RUNTIMECLASS. A pod's spec.runtimeClassName names a RuntimeClass; the
 kubelet reads it from the API server (one that does not exist is a
 FailedCreatePodSandBox event) and hands its handler, and nothing else of
@@ -224,6 +235,7 @@ Examples:
 		&cli.StringFlag{Name: "address", Value: "127.0.0.1", Usage: "the address the kubelet's API listens on, and the node's InternalIP"},
 		&cli.IntFlag{Name: "node-lease-duration-seconds", Value: int(kubelet.DefaultNodeLeaseDuration / time.Second), Usage: "the node Lease's duration; it is renewed every quarter of it"},
 		&cli.BoolFlag{Name: "seccomp-default", Usage: "give containers that set no seccompProfile the runtime's default filter (RuntimeDefault) instead of none"},
+		&cli.StringSliceFlag{Name: "allowed-unsafe-sysctls", Usage: "namespaced sysctls, or patterns ending in *, pods may set besides the safe ones (comma-separated or repeated: net.core.somaxconn,kernel.msg*)"},
 		kubeconfigFlag("NODE"),
 	}, kubeAPIRateFlags(50, 100)...),
 	Action: func(c *cli.Context) error {
@@ -425,12 +437,13 @@ func newKubelet(c *cli.Context, node string, client apiserver.Interface, ep kube
 		CRI:      conn.Client,
 		// Only the kubelet command has the flag; the stage commands
 		// (podlab spec --pod) run with Kubernetes' default.
-		SeccompDefault: c.Bool("seccomp-default"),
-		Address:        ep.Address,
-		Port:           ep.Port,
-		OnStage:        func(r kubelet.Report) { kubelet.WriteReport(w, r) },
-		OnNode:         func(r *kubelet.NodeResult, err error) { printNodeResult(w, r, err) },
-		OnLease:        func(r *kubelet.LeaseResult, err error) { printLeaseResult(w, r, err) },
+		SeccompDefault:       c.Bool("seccomp-default"),
+		AllowedUnsafeSysctls: c.StringSlice("allowed-unsafe-sysctls"),
+		Address:              ep.Address,
+		Port:                 ep.Port,
+		OnStage:              func(r kubelet.Report) { kubelet.WriteReport(w, r) },
+		OnNode:               func(r *kubelet.NodeResult, err error) { printNodeResult(w, r, err) },
+		OnLease:              func(r *kubelet.LeaseResult, err error) { printLeaseResult(w, r, err) },
 		// Only the kubelet command has the flag (0 elsewhere: the default).
 		NodeLeaseDuration: time.Duration(c.Int("node-lease-duration-seconds")) * time.Second,
 	}

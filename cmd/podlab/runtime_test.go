@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -353,10 +354,12 @@ func writeJSON(t *testing.T, path string, v any) {
 	}
 }
 
-// The runtime is killed (SIGKILL) at random moments of RunPodSandbox and
-// CreateContainer; each restart cleans what the killed create made, so
-// nothing is left that no record names: no bundle, runc container, shim
-// directory, cgroup or namespace mount, and no record still "creating".
+// The runtime is killed (SIGKILL) at random moments inside RunPodSandbox
+// and CreateContainer (after its record says "creating", checked with the
+// runtime stopped); each restart cleans what the killed create made, and
+// says so, so nothing is left that no record names: no bundle, runc
+// container, shim directory, cgroup, namespace or overlay probe mount, and
+// no record still "creating".
 func TestRuntime_KilledMidCreate(t *testing.T) {
 	testenv.RequireRoot(t)
 	crictlBin := testenv.LookPath(t, "crictl")
@@ -386,28 +389,61 @@ func TestRuntime_KilledMidCreate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 15))
 	cleaned := 0
 	for i := range 6 {
-		var args []string
-		if i%3 == 2 { // a sandbox
-			p := filepath.Join(dir, fmt.Sprintf("pod-%d.json", i))
-			writeJSON(t, p, map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("p%d", i), "namespace": "default", "uid": fmt.Sprintf("uid-%d", i)}})
-			args = []string{"runp", p}
-		} else {
-			ctr := filepath.Join(dir, fmt.Sprintf("ctr-%d.json", i))
-			writeJSON(t, ctr, map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("c%d", i)}, "image": map[string]any{"image": ref}})
-			args = []string{"create", podID, ctr, pod}
+		kind, records := "container", n.CRIContainersDir()
+		if i%3 == 2 {
+			kind, records = "sandbox", n.CRISandboxesDir()
 		}
-		done := make(chan struct{})
-		go func() { defer close(done); c.run(args...) }()
-		time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
-		cmd.Process.Kill()
-		cmd.Wait()
-		<-done
+		// The kill lands inside the create, every time: once the new
+		// record says "creating" (written before anything is made),
+		// after a random delay; a create done before the runtime could
+		// be stopped is let finish, and another one is killed with no
+		// delay. (A kill at a random time after starting crictl, as
+		// this test did, may land before the request reaches the
+		// runtime, under load, or after the create is done: then a
+		// restart has nothing to clean.)
+		delay := time.Duration(rng.IntN(40)) * time.Millisecond
+		for attempt := 0; ; attempt++ {
+			var args []string
+			if kind == "sandbox" {
+				p := filepath.Join(dir, fmt.Sprintf("pod-%d-%d.json", i, attempt))
+				writeJSON(t, p, map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("p%d-%d", i, attempt), "namespace": "default", "uid": fmt.Sprintf("uid-%d-%d", i, attempt)}})
+				args = []string{"runp", p}
+			} else {
+				ctr := filepath.Join(dir, fmt.Sprintf("ctr-%d-%d.json", i, attempt))
+				writeJSON(t, ctr, map[string]any{"metadata": map[string]any{"name": fmt.Sprintf("c%d-%d", i, attempt)}, "image": map[string]any{"image": ref}})
+				args = []string{"create", podID, ctr, pod}
+			}
+			known := recordIDs(records)
+			done := make(chan struct{})
+			go func() { defer close(done); c.run(args...) }()
+			killed := killMidCreate(t, cmd, records, known, delay, done)
+			<-done
+			if killed {
+				break
+			}
+			if attempt == 4 {
+				t.Fatalf("%s %d: 5 creates were done before the runtime could be stopped", kind, i)
+			}
+			delay = 0
+		}
 		cmd, out = start()
 		if !strings.Contains(out.String(), "removed the stale socket "+n.CRISocket()) {
 			t.Errorf("the restart did not say it removed the killed runtime's socket:\n%s", out.String())
 		}
+		if !strings.Contains(out.String(), "cleaned the half-made "+kind) {
+			t.Errorf("%s %d: the runtime was killed mid-create, and the restart did not clean the half-made %s:\n%s", kind, i, kind, out.String())
+		}
 		cleaned += strings.Count(out.String(), "cleaned the half-made")
 		checkNoOrphans(t, n)
+		// the overlay probe (the first container create after a start
+		// runs it) leaves no mount, even killed
+		ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(n.SnapshotsDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(ms, func(m *mountinfo.Info) bool { return strings.Contains(m.Mountpoint, "/multiple-lowerdir-check") }); i >= 0 {
+			t.Errorf("an overlay probe's mount was left behind: %s", ms[i].Mountpoint)
+		}
 	}
 	t.Logf("%d restarts found a half-made create to clean", cleaned)
 	for _, id := range strings.Fields(c.must("pods", "-q")) {
@@ -420,6 +456,77 @@ func TestRuntime_KilledMidCreate(t *testing.T) {
 			t.Errorf("%s is not empty after every pod was removed: %v", d, entries)
 		}
 	}
+}
+
+// recordIDs are the ids of the runtime's records in dir.
+func recordIDs(dir string) map[string]bool {
+	out := map[string]bool{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && !strings.HasPrefix(id, ".") {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// recordState is the state a record of dir says, "" if there is none.
+func recordState(dir, id string) string {
+	var r struct{ State string }
+	b, err := os.ReadFile(filepath.Join(dir, id+".json"))
+	if err != nil || json.Unmarshal(b, &r) != nil {
+		return ""
+	}
+	return r.State
+}
+
+// killMidCreate kills the runtime cmd inside a create: once a new record
+// of dir (not in known) says "creating", and delay later, it stops the
+// runtime (SIGSTOP: it writes nothing more), checks that the record still
+// says "creating", and kills it (SIGKILL). When the create was done
+// before the runtime stopped (or crictl ended, done), it lets the runtime
+// go on and says false.
+func killMidCreate(t *testing.T, cmd *exec.Cmd, dir string, known map[string]bool, delay time.Duration, done <-chan struct{}) bool {
+	t.Helper()
+	var id string
+	for id == "" {
+		for rid := range recordIDs(dir) {
+			if !known[rid] && recordState(dir, rid) == "creating" {
+				id = rid
+			}
+		}
+		if id != "" {
+			break
+		}
+		select {
+		case <-done:
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	time.Sleep(delay)
+	pid := cmd.Process.Pid
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// pid (comm) state ...: comm may hold spaces, the state follows ")"
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && len(b) > i+2 && b[i+2] == 'T' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the runtime (pid %d) did not stop on SIGSTOP: %s", pid, b)
+		}
+	}
+	if st := recordState(dir, id); st != "creating" {
+		unix.Kill(pid, unix.SIGCONT)
+		t.Logf("the create of %s was done (%q) before the runtime stopped, %v after its record: another one", id, st, delay)
+		return false
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	return true
 }
 
 // startRuntimeByHand starts `podlab runtime --node node-1 -v --insecure` on

@@ -124,6 +124,10 @@ func (s *Server) containerSpec(ctx context.Context, id string, sb *sandboxRecord
 			return runc.PauseRunning(o.PidFile, o.NamespaceFile)
 		}),
 		withResources(lx.GetResources()),
+		// the pod's sysctls, in every container, as containerd's
+		// WithSysctls(sandboxConfig.Linux.Sysctls): runc sets them in
+		// the sandbox's namespaces, which the container joins
+		spec.WithSysctls(sb.config.GetLinux().GetSysctls()),
 		spec.WithOOMScoreAdj(oom),
 		withMounts(mounts),
 		withDevices(cfg.Devices),

@@ -20,6 +20,12 @@ import (
 // oom_score_adj being oomFloor.
 func specFor(t *testing.T, cfg *runtimeapi.ContainerConfig, oomFloor int) (*specs.Spec, error) {
 	t.Helper()
+	return specInSandbox(t, cfg, oomFloor, nil)
+}
+
+// specInSandbox is specFor in a sandbox whose config linux sets.
+func specInSandbox(t *testing.T, cfg *runtimeapi.ContainerConfig, oomFloor int, linux *runtimeapi.LinuxPodSandboxConfig) (*specs.Spec, error) {
+	t.Helper()
 	dir := t.TempDir()
 	bundle := filepath.Join(dir, "bundle")
 	if err := os.MkdirAll(filepath.Join(bundle, "rootfs", "etc"), 0o755); err != nil {
@@ -34,7 +40,7 @@ func specFor(t *testing.T, cfg *runtimeapi.ContainerConfig, oomFloor int) (*spec
 	}
 	s := &Server{node: statedir.Node{Name: "node-1", Dir: dir, CgroupRoot: "/podlab-test/nodes/node-1"}}
 	sb := &sandboxRecord{ID: "sb0123456789", CgroupParent: "/podlab-test/nodes/node-1/kubepods/podu1",
-		config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "u1"}}}
+		config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "u1"}, Linux: linux}}
 	img := &v1.ConfigFile{OS: "linux", Config: v1.Config{Entrypoint: []string{"/hello"}, Cmd: []string{"--listen", ":8080"}, Env: []string{"PATH=/bin", "GREETING=image"}}}
 	return s.containerSpec(context.Background(), "c0123456789", sb, cfg, img, "podlab/hello:1.0", bundle, oomFloor)
 }
@@ -168,6 +174,32 @@ func TestContainerSpec(t *testing.T) {
 			}
 			tc.check(t, s)
 		})
+	}
+}
+
+// The sandbox's sysctls go into every container's spec, as containerd
+// puts LinuxPodSandboxConfig.sysctls there: runc sets them in the pod's
+// namespaces, which the container joins.
+func TestContainerSpec_SandboxSysctls(t *testing.T) {
+	want := map[string]string{"net.ipv4.ip_unprivileged_port_start": "80", "net.core.somaxconn": "1024"}
+	s, err := specInSandbox(t, baseConfig(), -1000, &runtimeapi.LinuxPodSandboxConfig{Sysctls: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Linux.Sysctl) != len(want) {
+		t.Fatalf("linux.sysctl = %v, want %v", s.Linux.Sysctl, want)
+	}
+	for k, v := range want {
+		if s.Linux.Sysctl[k] != v {
+			t.Errorf("linux.sysctl[%s] = %q, want %q", k, s.Linux.Sysctl[k], v)
+		}
+	}
+	s, err = specFor(t, baseConfig(), -1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Linux.Sysctl) != 0 {
+		t.Errorf("a sandbox with no sysctls: linux.sysctl = %v", s.Linux.Sysctl)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The kubelet's back-offs (pkg/kubelet: flowcontrol.NewBackOff(10s, 300s)
@@ -15,7 +17,33 @@ const (
 	DefaultMaxImageBackOff = 300 * time.Second
 	DefaultCrashBackOff    = 10 * time.Second
 	DefaultMaxCrashBackOff = 300 * time.Second
+	// DefaultSyncBackOff is the pod workers' backOffPeriod
+	// (pkg/kubelet/kubelet.go): a failed sync is tried again after it,
+	// jittered by syncBackOffJitter (workerBackOffPeriodJitterFactor).
+	DefaultSyncBackOff = 10 * time.Second
+	syncBackOffJitter  = 0.5
 )
+
+// syncRetryAt is when a pod whose sync failed at now is synced again, as
+// the kubelet's podWorkers.completeWork requeues it:
+// wait.Jitter(backOffPeriod, 0.5) later, between 1 and 1.5 backOffPeriods.
+func (k *Kubelet) syncRetryAt(now time.Time) time.Time {
+	return now.Add(wait.Jitter(k.cfg.SyncBackOff, syncBackOffJitter))
+}
+
+// podChanged says whether pod differs from the version last synced in what
+// the kubelet's pod config source compares (podsDifferSemantically): a
+// status written meanwhile (often the kubelet's own) is no change.
+func podChanged(last, pod *corev1.Pod) bool {
+	if last == nil {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(last.Spec, pod.Spec) ||
+		!equality.Semantic.DeepEqual(last.Labels, pod.Labels) ||
+		!equality.Semantic.DeepEqual(last.Annotations, pod.Annotations) ||
+		!equality.Semantic.DeepEqual(last.DeletionTimestamp, pod.DeletionTimestamp) ||
+		!equality.Semantic.DeepEqual(last.DeletionGracePeriodSeconds, pod.DeletionGracePeriodSeconds)
+}
 
 // crashDelay is the wait before the restart that follows the exit of the
 // run with restartCount n: none after the first run's exit, then the base,

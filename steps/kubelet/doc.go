@@ -92,7 +92,8 @@
 // pod's hostPorts, which the kubelet sends as the sandbox config's
 // port_mappings) and detaches it when the sandbox stops (CNI DEL). A
 // failed ADD is undone by the runtime, and the kubelet records its error
-// as the Warning FailedCreatePodSandBox; it tries again on the next sync.
+// as the Warning FailedCreatePodSandBox; the pod worker tries again 10 to
+// 15 s later (the kubelet's backOffPeriod, jittered), not at every poll.
 // The pod's IPs are PodSandboxStatus's: status.podIP and podIPs. A node
 // with no pod CIDR keeps loopback-only pods, and the sandbox stage says
 // why, once.
@@ -125,6 +126,28 @@
 // does, unless the kubelet runs with --seccomp-default (Config.SeccompDefault).
 // The kubelet sends the choice as CRI's SecurityProfile; the runtime loads
 // the profile (a missing file is CreateContainerError).
+//
+// # Sysctls
+//
+// A pod's securityContext.sysctls are admitted as the kubelet's sysctl
+// admission handler admits them (sysctl.go): each must be on the allowlist
+// of the safe sysctls (SafeSysctls, v1.37's) and the patterns of
+// --allowed-unsafe-sysctls (Config.AllowedUnsafeSysctls, namespaced ones
+// only), and not of a namespace the pod shares with the node (hostNetwork,
+// hostIPC). A pod that sets another is rejected before anything is made:
+// Failed, reason SysctlForbidden, message "Pod was rejected: forbidden
+// sysctl: ...", and a Warning event. The allowed ones go in the sandbox
+// config (LinuxPodSandboxConfig.sysctls); the runtime writes them into
+// every container's spec (linux.sysctl), and runc sets them in the pod's
+// namespaces.
+//
+// # Fields not honoured yet
+//
+// A pod that sets a field Kubernetes' kubelet acts on and podlab's does
+// not (probes, lifecycle hooks, hostAliases, imagePullSecrets, fsGroup,
+// ...: unsupported.go) still runs, without it; the kubelet says so once
+// per pod with a Warning event, reason Unsupported, naming the fields and
+// where the pod sets them.
 //
 // # RuntimeClass
 //

@@ -99,6 +99,22 @@ var (
 	// implement (an init container, a volume type other than emptyDir and
 	// hostPath, an environment variable source it cannot resolve).
 	ErrUnsupported = errors.New("not supported by podlab's kubelet")
+
+	// ErrSysctlForbidden means a pod sets a sysctl the kubelet's allowlist
+	// does not have (neither safe nor in --allowed-unsafe-sysctls), or one
+	// of the namespace the pod shares with the node: the pod is rejected
+	// (Failed, reason SysctlForbidden) and nothing of it is made.
+	ErrSysctlForbidden = errors.New("pod rejected")
+)
+
+// Errors when the kubelet is set up.
+var (
+	// ErrBadSysctlPattern means a pattern of --allowed-unsafe-sysctls
+	// that is not a sysctl name (with an optional trailing "*"), or names
+	// sysctls no kernel namespace isolates (kernel.sysrq, vm.*): allowing
+	// one would let a pod change the whole node. The kubelet refuses to
+	// start.
+	ErrBadSysctlPattern = errors.New("--allowed-unsafe-sysctls")
 )
 
 // SubPathError is a volumeMount's subPath the kubelet would not, or could

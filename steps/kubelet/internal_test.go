@@ -160,3 +160,54 @@ func TestVolumeMounts_SubPathRefused(t *testing.T) {
 		})
 	}
 }
+
+// A failed sync is tried again after the kubelet's backOffPeriod (10s),
+// jittered by up to half of it (podWorkers.completeWork).
+func TestSyncRetryAt(t *testing.T) {
+	k := &Kubelet{cfg: Config{SyncBackOff: DefaultSyncBackOff}}
+	now := time.Date(2026, 12, 7, 14, 0, 0, 0, time.UTC)
+	for range 200 {
+		if d := k.syncRetryAt(now).Sub(now); d < 10*time.Second || d >= 15*time.Second {
+			t.Fatalf("retry after %s, want [10s, 15s)", d)
+		}
+	}
+}
+
+// What ends a pod worker's back-off at once: a change the kubelet's pod
+// config source passes on (podsDifferSemantically), never a status.
+func TestPodChanged(t *testing.T) {
+	base := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}, ResourceVersion: "5"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+	}
+	now := metav1.Now()
+	grace := int64(0)
+	cases := []struct {
+		name   string
+		change func(p *corev1.Pod)
+		want   bool
+	}{
+		{"nothing", func(p *corev1.Pod) {}, false},
+		{"status only (the kubelet's own write)", func(p *corev1.Pod) {
+			p.ResourceVersion = "6"
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+		}, false},
+		{"image", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "nginx:2" }, true},
+		{"label", func(p *corev1.Pod) { p.Labels["tier"] = "front" }, true},
+		{"annotation", func(p *corev1.Pod) { p.Annotations = map[string]string{"a": "b"} }, true},
+		{"deletion", func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.DeletionGracePeriodSeconds = &grace }, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base.DeepCopy()
+			tc.change(p)
+			if got := podChanged(base, p); got != tc.want {
+				t.Errorf("podChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if !podChanged(nil, base) {
+		t.Error("a pod never synced is a change")
+	}
+}

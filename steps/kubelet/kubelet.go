@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/podlab/podlab/steps/apiserver"
@@ -43,11 +44,24 @@ type Config struct {
 	// Zero means the kubelet's defaults (10s doubling to 300s).
 	ImageBackOff, MaxImageBackOff time.Duration
 	CrashBackOff, MaxCrashBackOff time.Duration
+	// SyncBackOff is how long Run's pod worker waits before it syncs a pod
+	// again after a sync failed (a sandbox that could not be made), jittered
+	// by up to half of it: the kubelet's pod workers requeue a failed sync
+	// after their backOffPeriod (10s) so, not at every relist. A change of
+	// the pod (spec, labels, annotations, deletion) is synced at once.
+	// Zero means DefaultSyncBackOff.
+	SyncBackOff time.Duration
 	// SeccompDefault is the kubelet's --seccomp-default: a container whose
 	// pod and container securityContext set no seccompProfile gets the
 	// runtime's default profile (RuntimeDefault) instead of none
 	// (Unconfined, Kubernetes' default).
 	SeccompDefault bool
+	// AllowedUnsafeSysctls is the kubelet's --allowed-unsafe-sysctls:
+	// sysctls, or patterns ending in "*", a pod may set besides the safe
+	// ones (SafeSysctls). Each must be namespaced (net.*, kernel.shm*,
+	// kernel.msg*, kernel.sem, fs.mqueue.*, ...): New refuses others
+	// (ErrBadSysctlPattern). A pod setting any other sysctl is rejected.
+	AllowedUnsafeSysctls []string
 	// PodPidsLimit is the kubelet's --pod-max-pids: pids.max of every pod
 	// cgroup. Zero or less is no limit (the kubelet's default, -1).
 	PodPidsLimit int64
@@ -99,12 +113,15 @@ type Kubelet struct {
 	recorder *apiserver.Recorder
 	failures *failures
 	nodeIP   string
+	sysctls  *SysctlAllowlist
 
 	infoOnce sync.Once
 	info     corev1.NodeSystemInfo
 
 	mu        sync.Mutex
 	announced map[string]time.Time // back-offs whose Events were recorded, by container
+	// warned: the pods told which of their fields are not honoured
+	warned map[types.UID]bool
 	// saidNoPodCIDR: the kubelet said once that the node has no pod CIDR.
 	saidNoPodCIDR bool
 	// podCIDR is the pod CIDR last handed to the runtime.
@@ -135,6 +152,7 @@ func New(cfg Config) (*Kubelet, error) {
 	def(&cfg.MaxImageBackOff, DefaultMaxImageBackOff)
 	def(&cfg.CrashBackOff, DefaultCrashBackOff)
 	def(&cfg.MaxCrashBackOff, DefaultMaxCrashBackOff)
+	def(&cfg.SyncBackOff, DefaultSyncBackOff)
 	def(&cfg.Heartbeat, DefaultHeartbeat)
 	def(&cfg.NodeLeaseDuration, DefaultNodeLeaseDuration)
 	if cfg.NodeLeaseDuration < 4*time.Second || cfg.NodeLeaseDuration%time.Second != 0 {
@@ -147,6 +165,10 @@ func New(cfg Config) (*Kubelet, error) {
 	def(&cfg.Settle, time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	sysctls, err := NewSysctlAllowlist(cfg.AllowedUnsafeSysctls)
+	if err != nil {
+		return nil, err
 	}
 	layout, err := NodeLayout(cfg.StateDir, cfg.Node)
 	if err != nil {
@@ -164,7 +186,9 @@ func New(cfg Config) (*Kubelet, error) {
 		recorder:  apiserver.NewRecorder(cfg.Client, Component, cfg.Node),
 		failures:  newFailures(cfg.ImageBackOff, cfg.MaxImageBackOff),
 		nodeIP:    nodeIP(cfg.Address, cfg.Port),
+		sysctls:   sysctls,
 		announced: map[string]time.Time{},
+		warned:    map[types.UID]bool{},
 	}, nil
 }
 

@@ -46,6 +46,9 @@ func WriteReport(w io.Writer, r Report) {
 	}
 	if r.Err != nil && r.Result == nil {
 		fmt.Fprintf(w, "%s: %s failed: %v\n", who, what, r.Err)
+		if r.Stage.Name == "sync" && r.Stage.Why != "" {
+			fmt.Fprintf(w, "  %s\n", r.Stage.Why) // the pod worker's back-off
+		}
 		return
 	}
 	var rec *Recording
@@ -187,8 +190,11 @@ func WriteReport(w io.Writer, r Report) {
 		fmt.Fprintf(w, "%s: %s until %s: %s\n", who, r.Stage.Reason, r.Stage.Until.Format("15:04:05.000"), r.Stage.Why)
 		rec = res
 	default:
-		if r.Err != nil {
+		switch {
+		case r.Err != nil:
 			fmt.Fprintf(w, "%s: %s: %v\n", who, what, r.Err)
+		case r.Stage.Why != "": // the admission's Unsupported warning
+			fmt.Fprintf(w, "%s: %s: %s\n", who, what, r.Stage.Why)
 		}
 		return
 	}

@@ -274,6 +274,9 @@ func (k *Kubelet) SandboxStage(ctx context.Context, pod *corev1.Pod) (*SandboxRe
 	if pod.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("%w: pod %s is being deleted: no sandbox for it", ErrOutOfOrder, podKey(pod))
 	}
+	if msg := k.sysctls.Admit(pod); msg != "" {
+		return nil, fmt.Errorf("%w: pod %s: %s: no sandbox for it", ErrSysctlForbidden, podKey(pod), msg)
+	}
 	st, err := k.Observe(ctx, pod)
 	if err != nil {
 		return nil, err

@@ -143,6 +143,9 @@ func (k *Kubelet) computeStatus(pod *corev1.Pod, st *PodState, ov map[string]*ov
 	if s.StartTime == nil {
 		s.StartTime = &now
 	}
+	if old.Phase == corev1.PodSucceeded || old.Phase == corev1.PodFailed {
+		s.Reason, s.Message = old.Reason, old.Message // a rejection's SysctlForbidden, say
+	}
 	if ip, ips := podIPs(st.Sandbox); ip != "" {
 		s.PodIP, s.PodIPs = ip, ips // the runtime's PodSandboxStatus
 	}

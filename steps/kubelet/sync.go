@@ -232,6 +232,12 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return nil
 	}
+	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+		if msg := k.sysctls.Admit(pod); msg != "" {
+			return k.reject(ctx, pod, ReasonSysctlForbidden, msg)
+		}
+		k.warnUnsupported(ctx, pod)
+	}
 	st, err := k.Observe(ctx, pod)
 	if err != nil {
 		return err
@@ -482,6 +488,12 @@ type podWorker struct {
 	mu      sync.Mutex
 	pod     *corev1.Pod
 	removed bool
+
+	// the run goroutine's own: the version last synced, and, after a
+	// failed sync, when to try again (kicks before then are let pass
+	// unless the pod changed)
+	synced  *corev1.Pod
+	retryAt time.Time
 }
 
 // update hands a pod's latest version to its worker and wakes it.
@@ -528,10 +540,20 @@ func (w *podWorkers) run(uid types.UID, pw *podWorker) {
 			w.mu.Lock()
 			delete(w.workers, uid)
 			w.mu.Unlock()
+			w.k.mu.Lock()
+			delete(w.k.warned, uid)
+			w.k.mu.Unlock()
 			return
 		}
-		if err := w.k.SyncPod(w.ctx, pod); err != nil && w.ctx.Err() == nil {
-			w.k.notify(Report{Pod: pod, Stage: Stage{Name: "sync"}, Err: err})
+		if !pw.retryAt.IsZero() && w.k.now().Before(pw.retryAt) && !podChanged(pw.synced, pod) {
+			continue // a failed sync backs off: the poll's kicks wait
+		}
+		err := w.k.SyncPod(w.ctx, pod)
+		pw.synced, pw.retryAt = pod, time.Time{}
+		if err != nil && w.ctx.Err() == nil {
+			pw.retryAt = w.k.syncRetryAt(w.k.now())
+			w.k.notify(Report{Pod: pod, Stage: Stage{Name: "sync", Until: pw.retryAt,
+				Why: fmt.Sprintf("the sync failed: the pod worker tries again in %s", pw.retryAt.Sub(w.k.now()).Round(time.Second))}, Err: err})
 		}
 	}
 }

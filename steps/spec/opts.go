@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -46,7 +47,21 @@ func WithCgroupNamespace() oci.SpecOpts {
 }
 
 // WithCgroupfsMount mounts the container's own cgroups read-only at
-// /sys/fs/cgroup, as Kubernetes runtimes do, so the app can read its limits.
+// /sys/fs/cgroup, as Kubernetes runtimes do (containerd's CRI adds this
+// "cgroup" mount, ro), so the app can read its limits and write nothing.
+//
+// On cgroup v2 runc mounts one cgroup2 file system there, read-only. On
+// cgroup v1 (and hybrid) hosts it mounts a tmpfs there and each controller
+// below it: the controllers read-only, but runc v1.2 and later leave the
+// tmpfs itself writable (runc v1.0 remounted it read-only, as systemd does
+// on the host), so the app could make files and directories in
+// /sys/fs/cgroup. A read-only tmpfs listed at the same place just before the
+// cgroup mount closes that: runc's last mount step remounts each read-only
+// tmpfs of the list read-only by its destination, which then names the top
+// mount there, the cgroup tmpfs. On cgroup v2 it lies hidden under the
+// cgroup2 mount. WithWriteableCgroupfs (a privileged container) leaves it
+// read-only, as the host's own cgroup tmpfs is: only the controllers
+// become writable.
 func WithCgroupfsMount() oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
 		for _, m := range s.Mounts {
@@ -54,15 +69,54 @@ func WithCgroupfsMount() oci.SpecOpts {
 				return nil
 			}
 		}
-		s.Mounts = append(s.Mounts, specs.Mount{
-			Destination: "/sys/fs/cgroup",
-			Type:        "cgroup",
-			Source:      "cgroup",
-			Options:     []string{"nosuid", "noexec", "nodev", "relatime", "ro"},
-		})
+		s.Mounts = append(s.Mounts,
+			specs.Mount{
+				Destination: "/sys/fs/cgroup",
+				Type:        "tmpfs",
+				Source:      "tmpfs",
+				Options:     []string{"nosuid", "noexec", "nodev", "mode=755", "size=4k", "ro"},
+			},
+			specs.Mount{
+				Destination: "/sys/fs/cgroup",
+				Type:        "cgroup",
+				Source:      "cgroup",
+				Options:     []string{"nosuid", "noexec", "nodev", "relatime", "ro"},
+			})
 		return nil
 	}
 }
+
+// WithSysctls sets linux.sysctl: runc writes each value to
+// /proc/sys/<name with dots as slashes> inside the container's namespaces
+// before the app starts (it refuses a sysctl of a namespace the container
+// shares with the host). The CRI runtime gives every container of a pod
+// its sandbox's sysctls, as containerd does. A name that is not a sysctl
+// name (dot- or slash-separated segments of [a-z0-9_-]) or a value with a
+// newline is refused.
+func WithSysctls(sysctls map[string]string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
+		if len(sysctls) == 0 {
+			return nil
+		}
+		setLinux(s)
+		if s.Linux.Sysctl == nil {
+			s.Linux.Sysctl = map[string]string{}
+		}
+		for k, v := range sysctls {
+			if !sysctlName.MatchString(k) {
+				return fmt.Errorf("sysctl %q: not a sysctl name (segments of a-z, 0-9, _ and -, separated by dots or slashes, as net.ipv4.ip_unprivileged_port_start)", k)
+			}
+			if strings.ContainsAny(v, "\n\x00") {
+				return fmt.Errorf("sysctl %s: the value %q has a newline or NUL byte", k, v)
+			}
+			s.Linux.Sysctl[k] = v
+		}
+		return nil
+	}
+}
+
+// sysctlName is Kubernetes' sysctl name (validation.SysctlContainSlashFmt).
+var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
 
 // WithCgroupsPath sets linux.cgroupsPath to parent/id (podlab's convention is
 // /podlab/<id>): runc creates that cgroup and writes the limits into it.

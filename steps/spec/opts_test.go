@@ -85,11 +85,21 @@ func TestWithCgroupNamespace_EmptySpec(t *testing.T) {
 
 func TestWithCgroupfsMount_EmptySpec(t *testing.T) {
 	s := mustApplyEmpty(t, WithCgroupfsMount())
-	if len(s.Mounts) != 1 || s.Mounts[0].Destination != "/sys/fs/cgroup" || s.Mounts[0].Type != "cgroup" || !slices.Contains(s.Mounts[0].Options, "ro") {
-		t.Fatalf("mounts = %+v, want one read-only cgroup mount at /sys/fs/cgroup", s.Mounts)
+	// A read-only tmpfs first (what runc remounts read-only at the end:
+	// on cgroup v1 the tmpfs it puts over the controllers), then the
+	// read-only cgroup mount itself.
+	want := []struct{ typ, source string }{{"tmpfs", "tmpfs"}, {"cgroup", "cgroup"}}
+	if len(s.Mounts) != len(want) {
+		t.Fatalf("mounts = %+v, want a read-only tmpfs then a read-only cgroup mount at /sys/fs/cgroup", s.Mounts)
+	}
+	for i, w := range want {
+		m := s.Mounts[i]
+		if m.Destination != "/sys/fs/cgroup" || m.Type != w.typ || m.Source != w.source || !slices.Contains(m.Options, "ro") || slices.Contains(m.Options, "rw") {
+			t.Errorf("mount %d = %+v, want a read-only %s at /sys/fs/cgroup", i, m, w.typ)
+		}
 	}
 	// Applying it twice does not mount twice.
-	if err := WithCgroupfsMount()(context.Background(), nil, nil, s); err != nil || len(s.Mounts) != 1 {
+	if err := WithCgroupfsMount()(context.Background(), nil, nil, s); err != nil || len(s.Mounts) != 2 {
 		t.Fatalf("second apply: err %v, %d mounts", err, len(s.Mounts))
 	}
 }
@@ -578,6 +588,34 @@ func TestWithOCIVersion_Bad(t *testing.T) {
 			}
 			if s.Version != specs.Version {
 				t.Errorf("ociVersion changed to %q on bad input", s.Version)
+			}
+		})
+	}
+}
+
+func TestWithSysctls_EmptySpec(t *testing.T) {
+	s := mustApplyEmpty(t, WithSysctls(map[string]string{"net.core.somaxconn": "1024", "net/ipv4/ip_unprivileged_port_start": "80"}))
+	if s.Linux == nil || len(s.Linux.Sysctl) != 2 || s.Linux.Sysctl["net.core.somaxconn"] != "1024" || s.Linux.Sysctl["net/ipv4/ip_unprivileged_port_start"] != "80" {
+		t.Fatalf("linux = %+v, want the two sysctls", s.Linux)
+	}
+	if s := mustApplyEmpty(t, WithSysctls(nil)); s.Linux != nil && s.Linux.Sysctl != nil {
+		t.Errorf("no sysctls: linux.sysctl = %v, want none", s.Linux.Sysctl)
+	}
+}
+
+func TestWithSysctls_BadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sysctls map[string]string
+	}{
+		{"upper case", map[string]string{"Net.Core.Somaxconn": "1"}},
+		{"a path out of /proc/sys", map[string]string{"../../etc/passwd": "x"}},
+		{"empty segment", map[string]string{"net..core": "1"}},
+		{"newline in the value", map[string]string{"net.core.somaxconn": "1\n2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := applyEmpty(t, WithSysctls(tc.sysctls)); err == nil {
+				t.Errorf("WithSysctls(%q): no error", tc.sysctls)
 			}
 		})
 	}

@@ -135,8 +135,12 @@ func TestGenerate_RuncRunsIt(t *testing.T) {
 				"CapAmb":       "0000000000000000",
 				"CapBnd":       fmt.Sprintf("%016x", capMask(t, s.Process.Capabilities.Bounding)),
 				"cgroup2":      "/", // its own cgroup namespace
-				"limit.memory": strconv.FormatInt(64<<20, 10),
-				"limit.pids":   "32",
+				// the whole of /sys/fs/cgroup is read-only, as containerd's
+				// (on cgroup v1, runc's tmpfs over the controllers too)
+				"cgroupfs.mkdir":  "EROFS",
+				"cgroupfs.create": "EROFS",
+				"limit.memory":    strconv.FormatInt(64<<20, 10),
+				"limit.pids":      "32",
 			}
 			for k, v := range tc.want {
 				want[k] = v

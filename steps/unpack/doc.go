@@ -27,7 +27,8 @@
 //     directory a learner can look at: a full copy per container.
 //   - Overlayfs is containerd's overlayfs snapshotter (plugins/snapshots/
 //     overlay), the node's default where the kernel has it
-//     (DefaultSnapshotter, containerd's overlayutils.Supported). Each layer
+//     (DefaultSnapshotter, containerd's overlayutils.Supported in a mount
+//     namespace of its own, so that a killed probe leaves no mount). Each layer
 //     is unpacked once into a committed snapshot of a Snapshots directory,
 //     found by its chain ID and named by a short number (<root>/<N>/fs;
 //     overlay's mount options must fit in one page). The layers of an image
@@ -50,7 +51,8 @@
 // its readable index (containerd keeps the same records in bbolt), chain
 // IDs to snapshot numbers, commit by rename, the parallel apply. Taken from
 // containerd: archive.Apply and OverlayConvertWhiteout, core/mount (which
-// also shortens long lowerdir options and idmaps lowers), overlayutils.
+// also shortens long lowerdir options and idmaps lowers), overlayutils'
+// probe (probe.go: its mount made in a mount namespace of its own).
 //
 // An image of more than MaxLayers (125) layers is refused before anything
 // is unpacked, in both modes, counted from one read of the manifest.

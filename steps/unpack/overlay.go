@@ -21,7 +21,6 @@ import (
 
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/pkg/archive"
-	"github.com/containerd/containerd/v2/plugins/snapshots/overlay/overlayutils"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/go-digest"
@@ -31,10 +30,11 @@ import (
 
 // DefaultSnapshotter is overlayfs where the kernel mounts an overlay of
 // two lower directories in root (containerd's overlayutils.Supported, the
-// check it makes before it uses its overlayfs snapshotter), and native
-// otherwise, with why.
+// check it makes before it uses its overlayfs snapshotter, but with the
+// mount in a mount namespace of its own: probe.go), and native otherwise,
+// with why.
 func DefaultSnapshotter(root string) (Snapshotter, error) {
-	if err := overlayutils.Supported(root); err != nil {
+	if err := overlaySupported(root, nil); err != nil {
 		return Native, fmt.Errorf("overlayfs cannot be used in %s: %w", root, err)
 	}
 	return Overlayfs, nil

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -57,6 +58,15 @@ func main() {
 	_, _, e := syscall.Syscall(syscall.SYS_KEYCTL, 0 /* KEYCTL_GET_KEYRING_ID */, ^uintptr(0) /* thread keyring */, 0)
 	fmt.Printf("keyctl=%s\n", errnoText(e))
 
+	// Whether the container can write under /sys/fs/cgroup (it must not:
+	// the whole of it is read-only, the tmpfs runc makes on cgroup v1 too).
+	fmt.Printf("cgroupfs.mkdir=%s\n", errnoOf(os.Mkdir("/sys/fs/cgroup/probe-dir", 0o755)))
+	f, err := os.Create("/sys/fs/cgroup/probe-file")
+	if err == nil {
+		f.Close()
+	}
+	fmt.Printf("cgroupfs.create=%s\n", errnoOf(err))
+
 	// The limits, read where cgroup v2 or v1 puts them in the container.
 	for key, files := range map[string][]string{
 		"memory": {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"},
@@ -84,12 +94,26 @@ func unshareUser() syscall.Errno {
 	return <-done
 }
 
+// errnoOf is errnoText of the errno in err ("ok" for nil).
+func errnoOf(err error) string {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return errnoText(e)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "ok"
+}
+
 func errnoText(e syscall.Errno) string {
 	switch e {
 	case 0:
 		return "ok"
 	case syscall.EPERM:
 		return "EPERM"
+	case syscall.EROFS:
+		return "EROFS"
 	}
 	return e.Error()
 }
