@@ -90,10 +90,14 @@ controller-manager running.)
 
 The log is klog's, the format of every Kubernetes component, as
 kube-controller-manager -v=4 prints it:
-  I0528 08:01:29.555150   12345 deployment_controller.go:189] "Adding deployment" logger="deployment-controller" deployment="default/web"
+  I0528 08:01:29.555150   12345 deployment_controller.go:203] "Adding deployment" logger="deployment-controller" deployment="default/web"
   severity, month+day, time, process id, then the Kubernetes source file and
-  line that logs this message (v1.33; podlab reproduces it), the message,
-  and key=value pairs. --verbosity 2 shows only the actions.
+  line that logs this message (kube-controller-manager v1.37.2's; podlab
+  reproduces it), the message, and key=value pairs. --verbosity N prints the
+  messages of level N or less, as kube-controller-manager's -v: 0 the
+  controllers starting and their caches synced, 2 the decisions (too few or
+  too many replicas, deleting an orphan), 3 the events, 4 every object seen
+  and every sync.
 
 --once lists everything, lets each controller handle it, and repeats while
 something changed (what the Deployment controller writes is work for the
@@ -108,7 +112,7 @@ client-go's own, 5 a second, would make a Deployment of 50 pods take 20 s).
 The pods it creates wait for a node: run "podlab scheduler" next.`,
 	Flags: append([]cli.Flag{
 		&cli.BoolFlag{Name: "once", Usage: "sync everything until nothing changes, then exit"},
-		&cli.IntFlag{Name: "verbosity", Value: 4, Usage: "klog verbosity, kube-controller-manager's --v (2: actions only, 4: every event and sync)"},
+		&cli.IntFlag{Name: "verbosity", Value: 4, Usage: "klog verbosity, kube-controller-manager's --v (0: starts and cache syncs, 2: also the decisions, 3: also the events, 4: also every object seen and every sync)"},
 		&cli.BoolFlag{Name: "allocate-node-cidrs", Usage: "run the node IPAM controller: give each node a spec.podCIDR from --cluster-cidr"},
 		&cli.StringFlag{Name: "cluster-cidr", Value: controllers.DefaultClusterCIDR, Usage: "the pod network, cut into one block per node (with --allocate-node-cidrs)"},
 		&cli.IntFlag{Name: "node-cidr-mask-size", Value: controllers.DefaultNodeCIDRMaskSize, Usage: "the prefix length of each node's block (with --allocate-node-cidrs)"},

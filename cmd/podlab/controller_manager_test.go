@@ -39,9 +39,9 @@ func TestControllerManagerOnce(t *testing.T) {
 		t.Fatalf("controller-manager --once: %v\n%s", err, out)
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^I\d{4} \d\d:\d\d:\d\d\.\d{6} [ \d]{7} deployment_controller\.go:189\] "Adding deployment" logger="deployment-controller" deployment="default/web"$`),
+		regexp.MustCompile(`(?m)^I\d{4} \d\d:\d\d:\d\d\.\d{6} [ \d]{7} deployment_controller\.go:203\] "Adding deployment" logger="deployment-controller" deployment="default/web"$`),
 		regexp.MustCompile(`deployment_util\.go:262\] "Updating replica set revision" logger="deployment-controller" replicaSet="default/web-[4-9bcdf]+" newRevision="1"`),
-		regexp.MustCompile(`replica_set\.go:590\] "Too few replicas" logger="replicaset-controller" replicaSet="default/web-[4-9bcdf]+" need=2 creating=2`),
+		regexp.MustCompile(`replica_set\.go:668\] "Too few replicas" logger="replicaset-controller" replicaSet="default/web-[4-9bcdf]+" need=2 creating=2`),
 		regexp.MustCompile(`controller-manager --once: \d+ passes, \d+ writes through the API server, settled`),
 		regexp.MustCompile(`ScalingReplicaSet +Scaled up replica set web-[4-9bcdf]+ from 0 to 2`),
 		regexp.MustCompile(`pods created +default/web-[4-9bcdf]+-\w{5}, default/web-[4-9bcdf]+-\w{5}`),

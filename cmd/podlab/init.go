@@ -58,7 +58,9 @@ connection is TLS, and one certificate authority signs every certificate:
                             O=system:nodes)
   kubelet-node-1.crt        the kubelet's serving certificate, for its own API
 
-Keys are ECDSA P-256, mode 0600; certificates are valid one year. Each
+Keys are RSA 2048, kubeadm's default, mode 0600; certificates are made as
+kubeadm makes them, valid from five minutes before for one year (the CA
+ten). Each
 kubeconfig (admin.kubeconfig, node-1.kubeconfig, ...) names the cluster
 podlab at https://127.0.0.1:6443 (--apiserver-port), embeds ca.crt and the
 identity's certificate and key, as kubeadm's admin.conf, and is what

@@ -37,7 +37,8 @@ deleted node's route goes; a changed podCIDR or address is replaced. A node
 without a podCIDR or an InternalIP gets no route yet, and a line saying why.
 Only the agent's own routes are touched: it marks them with the route
 protocol 117 (ip route show proto 117 lists them), and leaves any other
-route alone. Until a Node of its own name exists (a typo in --node, or
+route alone. The mark is podlab's, not flannel's: flannel's host-gw adds
+routes with no protocol and remembers its own from the leases. Until a Node of its own name exists (a typo in --node, or
 its kubelet has not registered it yet) it changes no route and says so;
 with --once it fails, as flanneld does not start without its Node.
 

@@ -88,14 +88,14 @@ func TestOnce_NewDeployment(t *testing.T) {
 	}
 	log := l.log.String()
 	for _, want := range []string{
-		`deployment_controller.go:189] "Adding deployment" logger="deployment-controller" deployment="default/web"`,
-		`deployment_controller.go:599] "Started syncing deployment" logger="deployment-controller" deployment="default/web" startTime=`,
-		`deployment_controller.go:601] "Finished syncing deployment" logger="deployment-controller" deployment="default/web" duration=`,
+		`deployment_controller.go:203] "Adding deployment" logger="deployment-controller" deployment="default/web"`,
+		`deployment_controller.go:583] "Started syncing deployment" logger="deployment-controller" deployment="default/web" startTime=`,
+		`deployment_controller.go:585] "Finished syncing deployment" logger="deployment-controller" deployment="default/web" duration=`,
 		`deployment_util.go:262] "Updating replica set revision" logger="deployment-controller" replicaSet="default/web-549cbb9bcd" newRevision="1"`,
-		`replica_set.go:316] "Adding" logger="replicaset-controller" replicaSet="default/web-549cbb9bcd"`,
-		`replica_set.go:590] "Too few replicas" logger="replicaset-controller" replicaSet="default/web-549cbb9bcd" need=3 creating=3`,
-		`deployment_controller.go:234] "ReplicaSet added" logger="deployment-controller" replicaSet="default/web-549cbb9bcd"`,
-		`event.go:389] "Event occurred" logger="deployment-controller" object="default/web" fieldPath="" kind="Deployment" apiVersion="apps/v1" type="Normal" reason="ScalingReplicaSet" message="Scaled up replica set web-549cbb9bcd from 0 to 3"`,
+		`replica_set.go:389] "Adding" logger="replicaset-controller" replicaSet="default/web-549cbb9bcd"`,
+		`replica_set.go:668] "Too few replicas" logger="replicaset-controller" replicaSet="default/web-549cbb9bcd" need=3 creating=3`,
+		`deployment_controller.go:248] "ReplicaSet added" logger="deployment-controller" replicaSet="default/web-549cbb9bcd"`,
+		`event.go:395] "Event occurred" logger="deployment-controller" object="default/web" fieldPath="" kind="Deployment" apiVersion="apps/v1" type="Normal" reason="ScalingReplicaSet" message="Scaled up replica set web-549cbb9bcd from 0 to 3"`,
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
@@ -368,7 +368,7 @@ func TestOnce_GarbageCollection(t *testing.T) {
 	if n := len(l.pods("")); n != 2 { // other's pod and the terminating one
 		t.Errorf("%d pods left, want 2", n)
 	}
-	if !regexp.MustCompile(`garbagecollector.go:640\] "Deleting item" logger="garbage-collector-controller" item="\[apps/v1/ReplicaSet, namespace: default, name: ` + webRS.Name + `, uid: [0-9a-f-]+\]" propagationPolicy="Background"`).MatchString(l.log.String()) {
+	if !regexp.MustCompile(`garbagecollector.go:650\] "Deleting item" logger="garbage-collector-controller" item="\[apps/v1/ReplicaSet, namespace: default, name: ` + webRS.Name + `, uid: [0-9a-f-]+\]" propagationPolicy="Background"`).MatchString(l.log.String()) {
 		t.Errorf("no Deleting item line for the ReplicaSet in\n%s", l.log.String())
 	}
 }
@@ -466,13 +466,13 @@ func TestOnce_KlogLines(t *testing.T) {
 	}
 	lines := strings.Split(l.log.String(), "\n")
 	for _, want := range []string{
-		`I0528 08:01:29.555150       1 deployment_controller.go:189] "Adding deployment" logger="deployment-controller" deployment="default/web"`,
-		`I0528 08:01:29.555150       1 deployment_controller.go:599] "Started syncing deployment" logger="deployment-controller" deployment="default/web" startTime="2025-05-28 08:01:29.55515 +0000 UTC"`,
+		`I0528 08:01:29.555150       1 deployment_controller.go:203] "Adding deployment" logger="deployment-controller" deployment="default/web"`,
+		`I0528 08:01:29.555150       1 deployment_controller.go:583] "Started syncing deployment" logger="deployment-controller" deployment="default/web" startTime="2025-05-28 08:01:29.55515 +0000 UTC"`,
 		`I0528 08:01:29.555150       1 deployment_util.go:262] "Updating replica set revision" logger="deployment-controller" replicaSet="default/web-549cbb9bcd" newRevision="1"`,
-		`I0528 08:01:29.555150       1 deployment_controller.go:601] "Finished syncing deployment" logger="deployment-controller" deployment="default/web" duration="0s"`,
-		`I0528 08:01:29.555150       1 replica_set.go:590] "Too few replicas" logger="replicaset-controller" replicaSet="default/web-549cbb9bcd" need=1 creating=1`,
-		`I0528 08:01:29.555150       1 controllermanager.go:778] "Started controller" controller="deployment-controller"`,
-		`I0528 08:01:29.555150       1 shared_informer.go:357] "Caches are synced" controller="deployment"`,
+		`I0528 08:01:29.555150       1 deployment_controller.go:585] "Finished syncing deployment" logger="deployment-controller" deployment="default/web" duration="0s"`,
+		`I0528 08:01:29.555150       1 replica_set.go:668] "Too few replicas" logger="replicaset-controller" replicaSet="default/web-549cbb9bcd" need=1 creating=1`,
+		`I0528 08:01:29.555150       1 controllermanager.go:764] "Controller starting..." controller="deployment-controller"`,
+		`I0528 08:01:29.555150       1 shared_informer.go:531] "Caches are synced" logger="deployment-controller"`,
 	} {
 		found := false
 		for _, line := range lines {

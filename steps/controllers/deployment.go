@@ -51,17 +51,17 @@ func (dc *deploymentController) enqueue(d *appsv1.Deployment) { dc.q.Add(keyOf(d
 // its key.
 
 func (dc *deploymentController) addDeployment(d *appsv1.Deployment) {
-	dc.log.V(4).Info(at("deployment_controller.go", 189), "Adding deployment", "deployment", klog.KObj(d))
+	dc.log.V(4).Info(at("deployment_controller.go", 203), "Adding deployment", "deployment", klog.KObj(d))
 	dc.enqueue(d)
 }
 
 func (dc *deploymentController) updateDeployment(old, cur *appsv1.Deployment) {
-	dc.log.V(4).Info(at("deployment_controller.go", 196), "Updating deployment", "deployment", klog.KObj(old))
+	dc.log.V(4).Info(at("deployment_controller.go", 210), "Updating deployment", "deployment", klog.KObj(old))
 	dc.enqueue(cur)
 }
 
 func (dc *deploymentController) deleteDeployment(d *appsv1.Deployment) {
-	dc.log.V(4).Info(at("deployment_controller.go", 214), "Deleting deployment", "deployment", klog.KObj(d))
+	dc.log.V(4).Info(at("deployment_controller.go", 228), "Deleting deployment", "deployment", klog.KObj(d))
 	dc.enqueue(d)
 }
 
@@ -72,7 +72,7 @@ func (dc *deploymentController) addReplicaSet(rs *appsv1.ReplicaSet) {
 	}
 	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
 		if d := dc.resolveControllerRef(rs.Namespace, ref); d != nil {
-			dc.log.V(4).Info(at("deployment_controller.go", 234), "ReplicaSet added", "replicaSet", klog.KObj(rs))
+			dc.log.V(4).Info(at("deployment_controller.go", 248), "ReplicaSet added", "replicaSet", klog.KObj(rs))
 			dc.enqueue(d)
 		}
 		return
@@ -81,7 +81,7 @@ func (dc *deploymentController) addReplicaSet(rs *appsv1.ReplicaSet) {
 	if len(ds) == 0 {
 		return
 	}
-	dc.log.V(4).Info(at("deployment_controller.go", 245), "Orphan ReplicaSet added", "replicaSet", klog.KObj(rs))
+	dc.log.V(4).Info(at("deployment_controller.go", 259), "Orphan ReplicaSet added", "replicaSet", klog.KObj(rs))
 	for _, d := range ds {
 		dc.enqueue(d)
 	}
@@ -97,7 +97,7 @@ func (dc *deploymentController) updateReplicaSet(old, cur *appsv1.ReplicaSet) {
 	}
 	if curRef != nil {
 		if d := dc.resolveControllerRef(cur.Namespace, curRef); d != nil {
-			dc.log.V(4).Info(at("deployment_controller.go", 299), "ReplicaSet updated", "replicaSet", klog.KObj(cur))
+			dc.log.V(4).Info(at("deployment_controller.go", 313), "ReplicaSet updated", "replicaSet", klog.KObj(cur))
 			dc.enqueue(d)
 		}
 		return
@@ -107,7 +107,7 @@ func (dc *deploymentController) updateReplicaSet(old, cur *appsv1.ReplicaSet) {
 		if len(ds) == 0 {
 			return
 		}
-		dc.log.V(4).Info(at("deployment_controller.go", 312), "Orphan ReplicaSet updated", "replicaSet", klog.KObj(cur))
+		dc.log.V(4).Info(at("deployment_controller.go", 326), "Orphan ReplicaSet updated", "replicaSet", klog.KObj(cur))
 		for _, d := range ds {
 			dc.enqueue(d)
 		}
@@ -120,7 +120,7 @@ func (dc *deploymentController) deleteReplicaSet(rs *appsv1.ReplicaSet) {
 		return
 	}
 	if d := dc.resolveControllerRef(rs.Namespace, ref); d != nil {
-		dc.log.V(4).Info(at("deployment_controller.go", 351), "ReplicaSet deleted", "replicaSet", klog.KObj(rs))
+		dc.log.V(4).Info(at("deployment_controller.go", 365), "ReplicaSet deleted", "replicaSet", klog.KObj(rs))
 		dc.enqueue(d)
 	}
 }
@@ -144,7 +144,7 @@ func (dc *deploymentController) deletePod(pod *corev1.Pod) {
 	if d == nil {
 		return
 	}
-	dc.log.V(4).Info(at("deployment_controller.go", 379), "Pod deleted", "pod", klog.KObj(pod))
+	dc.log.V(4).Info(at("deployment_controller.go", 393), "Pod deleted", "pod", klog.KObj(pod))
 	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		return
 	}
@@ -197,12 +197,12 @@ func (dc *deploymentController) handleErr(_ context.Context, key string, err err
 		return
 	}
 	if dc.q.NumRequeues(key) < deploymentMaxRetries {
-		dc.log.V(2).Info(at("deployment_controller.go", 512), "Error syncing deployment", "deployment", klog.KRef(ns, name), "err", err)
+		dc.log.V(2).Info(at("deployment_controller.go", 511), "Error syncing deployment", "deployment", klog.KRef(ns, name), "err", err)
 		dc.q.AddRateLimited(key)
 		return
 	}
-	dc.r.handleError(at("deployment_controller.go", 517), err)
-	dc.log.V(2).Info(at("deployment_controller.go", 518), "Dropping deployment out of the queue", "deployment", klog.KRef(ns, name), "err", err)
+	dc.r.handleError(at("deployment_controller.go", 516), err)
+	dc.log.V(2).Info(at("deployment_controller.go", 517), "Dropping deployment out of the queue", "deployment", klog.KRef(ns, name), "err", err)
 	dc.q.Forget(key)
 }
 
@@ -211,13 +211,13 @@ func (dc *deploymentController) handleErr(_ context.Context, key string, err err
 func (dc *deploymentController) sync(ctx context.Context, key string) error {
 	ns, name := splitKey(key)
 	start := dc.r.m.now()
-	dc.log.V(4).Info(at("deployment_controller.go", 599), "Started syncing deployment", "deployment", klog.KRef(ns, name), "startTime", start)
+	dc.log.V(4).Info(at("deployment_controller.go", 583), "Started syncing deployment", "deployment", klog.KRef(ns, name), "startTime", start)
 	defer func() {
-		dc.log.V(4).Info(at("deployment_controller.go", 601), "Finished syncing deployment", "deployment", klog.KRef(ns, name), "duration", dc.r.m.now().Sub(start))
+		dc.log.V(4).Info(at("deployment_controller.go", 585), "Finished syncing deployment", "deployment", klog.KRef(ns, name), "duration", dc.r.m.now().Sub(start))
 	}()
 	cached := dc.r.deployment(ns, name)
 	if cached == nil {
-		dc.log.V(2).Info(at("deployment_controller.go", 606), "Deployment has been deleted", "deployment", klog.KRef(ns, name))
+		dc.log.V(2).Info(at("deployment_controller.go", 590), "Deployment has been deleted", "deployment", klog.KRef(ns, name))
 		return nil
 	}
 	d := cached.DeepCopy() // never change the cache
@@ -453,7 +453,7 @@ func (dc *deploymentController) newReplicaSet(ctx context.Context, d *appsv1.Dep
 		before := *d.Status.CollisionCount
 		*d.Status.CollisionCount++
 		if dErr := dc.updateStatus(ctx, d); dErr == nil {
-			dc.log.V(2).Info(at("sync.go", 260), "Found a hash collision for deployment - bumping collisionCount to resolve it",
+			dc.log.V(2).Info(at("sync.go", 266), "Found a hash collision for deployment - bumping collisionCount to resolve it",
 				"deployment", klog.KObj(d), "oldCollisionCount", before, "newCollisionCount", *d.Status.CollisionCount)
 		}
 		return nil, err
@@ -694,12 +694,12 @@ func (dc *deploymentController) cleanup(ctx context.Context, oldRSs []*appsv1.Re
 		}
 		return ri < rj
 	})
-	dc.log.V(4).Info(at("sync.go", 455), "Looking to cleanup old replica sets for deployment", "deployment", klog.KObj(d))
+	dc.log.V(4).Info(at("sync.go", 459), "Looking to cleanup old replica sets for deployment", "deployment", klog.KObj(d))
 	for _, rs := range cleanable[:diff] {
 		if rs.Status.Replicas != 0 || *rs.Spec.Replicas != 0 || rs.Generation > rs.Status.ObservedGeneration || rs.DeletionTimestamp != nil {
 			continue
 		}
-		dc.log.V(4).Info(at("sync.go", 463), "Trying to cleanup replica set for deployment", "replicaSet", klog.KObj(rs), "deployment", klog.KObj(d))
+		dc.log.V(4).Info(at("sync.go", 467), "Trying to cleanup replica set for deployment", "replicaSet", klog.KObj(rs), "deployment", klog.KObj(d))
 		if _, err := dc.r.client.Delete(ctx, "replicasets", rs.Namespace, rs.Name, apiserver.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}

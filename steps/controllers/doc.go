@@ -77,7 +77,7 @@
 //
 // # Where this differs from kube-controller-manager
 //
-// The logic follows Kubernetes v1.33 (pkg/controller/deployment,
+// The logic follows Kubernetes v1.37.2 (pkg/controller/deployment,
 // replicaset and garbagecollector), and the log lines are printed as
 // kube-controller-manager prints them at -v=4, with the Kubernetes file
 // and line that logs each message (see internal/klog). Simplified: one

@@ -66,7 +66,7 @@ func (gc *garbageCollector) handleErr(_ context.Context, key string, err error) 
 		gc.q.Forget(key)
 		return
 	}
-	gc.r.handleError(at("garbagecollector.go", 360), fmt.Errorf("error syncing item %s: %w", key, err))
+	gc.r.handleError(at("garbagecollector.go", 365), fmt.Errorf("error syncing item %s: %w", key, err))
 	gc.q.AddRateLimited(key)
 }
 
@@ -88,14 +88,14 @@ func (gc *garbageCollector) sync(ctx context.Context, key string) error {
 		return err
 	}
 	item := itemRef{APIVersion: res.GroupVersion().String(), Kind: res.Kind, Namespace: ns, Name: name, UID: string(o.GetUID())}
-	gc.log.V(2).Info(at("garbagecollector.go", 501), "Processing item", "item", item, "virtual", false)
+	gc.log.V(2).Info(at("garbagecollector.go", 506), "Processing item", "item", item, "virtual", false)
 	if o.GetDeletionTimestamp() != nil {
-		gc.log.V(5).Info(at("garbagecollector.go", 508), "processing item returned at once, because its DeletionTimestamp is non-nil", "item", item)
+		gc.log.V(5).Info(at("garbagecollector.go", 513), "processing item returned at once, because its DeletionTimestamp is non-nil", "item", item)
 		return nil
 	}
 	refs := o.GetOwnerReferences()
 	if len(refs) == 0 {
-		gc.log.V(2).Info(at("garbagecollector.go", 548), "item doesn't have an owner, continue on next item", "item", item)
+		gc.log.V(2).Info(at("garbagecollector.go", 553), "item doesn't have an owner, continue on next item", "item", item)
 		return nil
 	}
 	var solid []metav1.OwnerReference
@@ -109,10 +109,10 @@ func (gc *garbageCollector) sync(ctx context.Context, key string) error {
 		}
 	}
 	if len(solid) > 0 {
-		gc.log.V(2).Info(at("garbagecollector.go", 567), "item has at least one existing owner, will not garbage collect", "item", item, "owner", solid)
+		gc.log.V(2).Info(at("garbagecollector.go", 572), "item has at least one existing owner, will not garbage collect", "item", item, "owner", solid)
 		return nil
 	}
-	gc.log.V(2).Info(at("garbagecollector.go", 640), "Deleting item", "item", item, "propagationPolicy", metav1.DeletePropagationBackground)
+	gc.log.V(2).Info(at("garbagecollector.go", 650), "Deleting item", "item", item, "propagationPolicy", metav1.DeletePropagationBackground)
 	if _, err := gc.r.client.Delete(ctx, resource, ns, name, apiserver.DeleteOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -201,7 +201,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.starting()
-	m.log.Logger("").Info(at("controllermanager.go", 778), "Started controller", "controller", nodeLifecycleControllerName)
+	m.log.Logger("").V(1).Info(at("controllermanager.go", 764), "Controller starting...", "controller", nodeLifecycleControllerName)
 	informerErr := make(chan error, len(m.watched())+1)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -522,55 +522,56 @@ func splitKey(key string) (namespace, name string) {
 	return namespace, name
 }
 
-// starting prints what kube-controller-manager prints as its controllers
-// start (controllermanager.go, then each controller's Run).
+// starting prints what kube-controller-manager v1.37.2 prints as its
+// controllers start (controllermanager.go, then each controller's Run, whose
+// cache.WaitForNamedCacheSyncWithContext logs with the controller's logger).
 func (r *run) starting() {
 	bg := r.m.log.Logger("")
-	for _, c := range []struct{ name, run string }{
-		{deploymentControllerName, "deployment"}, {replicaSetControllerName, "replicaset"}, {garbageCollectorName, "garbagecollector"},
-		{taintEvictionControllerName, "tainteviction"},
-	} {
-		bg.Info(at("controllermanager.go", 778), "Started controller", "controller", c.name)
+	for _, name := range []string{deploymentControllerName, replicaSetControllerName, garbageCollectorName, taintEvictionControllerName} {
+		bg.V(1).Info(at("controllermanager.go", 764), "Controller starting...", "controller", name)
 	}
-	r.dc.log.Info(at("deployment_controller.go", 173), "Starting controller", "controller", "deployment")
-	bg.Info(at("shared_informer.go", 350), "Waiting for caches to sync", "controller", "deployment")
-	r.rsc.log.Info(at("replica_set.go", 219), "Starting controller", "name", "replicaset")
-	bg.Info(at("shared_informer.go", 350), "Waiting for caches to sync", "controller", "ReplicaSet")
-	r.gc.log.Info(at("garbagecollector.go", 144), "Starting controller", "controller", "garbagecollector")
+	r.dc.log.Info(at("deployment_controller.go", 180), "Starting controller", "controller", "deployment")
+	r.dc.log.Info(at("shared_informer.go", 524), "Waiting for caches to sync")
+	r.rsc.log.Info(at("replica_set.go", 285), "Starting controller", "name", "replicaset")
+	r.rsc.log.Info(at("shared_informer.go", 524), "Waiting for caches to sync")
+	r.gc.log.Info(at("garbagecollector.go", 141), "Starting controller", "controller", "garbagecollector")
+	r.gc.log.Info(at("shared_informer.go", 524), "Waiting for caches to sync")
 	if r.ipam != nil {
-		bg.Info(at("controllermanager.go", 778), "Started controller", "controller", nodeIPAMControllerName)
+		bg.V(1).Info(at("controllermanager.go", 764), "Controller starting...", "controller", nodeIPAMControllerName)
 		r.ipam.log.Info(at("range_allocator.go", 177), "Sending events to api server")
 		r.ipam.log.Info(at("range_allocator.go", 181), "Starting range CIDR allocator")
 	}
-	r.tec.log.Info(at("taint_eviction.go", 286), "Starting controller", "controller", taintEvictionControllerName)
-	r.tec.log.Info(at("taint_eviction.go", 292), "Sending events to api server")
-	bg.Info(at("shared_informer.go", 350), "Waiting for caches to sync", "controller", taintEvictionControllerName)
+	r.tec.log.Info(at("taint_eviction.go", 283), "Starting", "controller", taintEvictionControllerName)
+	r.tec.log.Info(at("taint_eviction.go", 288), "Sending events to API server")
+	r.tec.log.Info(at("shared_informer.go", 524), "Waiting for caches to sync")
 }
 
 func (r *run) synced() {
-	bg := r.m.log.Logger("")
-	bg.Info(at("shared_informer.go", 357), "Caches are synced", "controller", "deployment")
-	bg.Info(at("shared_informer.go", 357), "Caches are synced", "controller", "ReplicaSet")
-	r.gc.log.Info(at("garbagecollector.go", 157), "Proceeding to collect garbage")
-	bg.Info(at("shared_informer.go", 357), "Caches are synced", "controller", taintEvictionControllerName)
+	r.dc.log.Info(at("shared_informer.go", 531), "Caches are synced")
+	r.rsc.log.Info(at("shared_informer.go", 531), "Caches are synced")
+	r.gc.log.Info(at("shared_informer.go", 531), "Caches are synced")
+	r.gc.log.Info(at("garbagecollector.go", 166), "Garbage collector: all resource monitors have synced")
+	r.gc.log.Info(at("garbagecollector.go", 169), "Proceeding to collect garbage")
+	r.tec.log.Info(at("shared_informer.go", 531), "Caches are synced")
 }
 
 func (r *run) stopping() {
-	r.dc.log.Info(at("deployment_controller.go", 174), "Shutting down controller", "controller", "deployment")
-	r.rsc.log.Info(at("replica_set.go", 220), "Shutting down controller", "name", "replicaset")
+	r.dc.log.Info(at("deployment_controller.go", 184), "Shutting down controller", "controller", "deployment")
+	r.rsc.log.Info(at("replica_set.go", 289), "Shutting down controller", "name", "replicaset")
 	r.gc.log.Info(at("garbagecollector.go", 145), "Shutting down controller", "controller", "garbagecollector")
 	if r.ipam != nil {
 		r.ipam.log.Info(at("range_allocator.go", 185), "Shutting down range CIDR allocator")
 	}
-	r.tec.log.Info(at("taint_eviction.go", 287), "Shutting down controller", "controller", taintEvictionControllerName)
+	r.tec.log.Info(at("taint_eviction.go", 293), "Shutting down controller", "controller", taintEvictionControllerName)
 }
 
-// at is the call site in kube-controller-manager v1.33.6 (k8s.io/kubernetes
-// and k8s.io/client-go v0.33.6) that logs the message podlab logs there:
-// the chain's description quotes deployment_controller.go:189 and :599 and
-// deployment_util.go:262, which are that release's lines. podlab's own code
-// is elsewhere; the numbers are a reproduction, so that a learner can open
-// the Kubernetes file at the line a message comes from.
+// at is the call site in kube-controller-manager v1.37.2 (k8s.io/kubernetes
+// v1.37.2 and k8s.io/client-go v0.37.2) that logs the message podlab logs
+// there. The chain's description quotes an older release's lines
+// (deployment_controller.go:189 and :599, which are :203 and :583 in
+// v1.37.2). podlab's own code is elsewhere; the numbers are a reproduction,
+// so that a learner can open the Kubernetes file at the line a message
+// comes from.
 func at(file string, line int) klog.Source { return klog.Source{File: file, Line: line} }
 
 // event records an Event through rec and prints it as client-go's event
@@ -580,10 +581,10 @@ func (r *run) event(ctx context.Context, rec *apiserver.Recorder, log klog.Logge
 	if err != nil {
 		return
 	}
-	log.V(3).Info(at("event.go", 389), "Event occurred", "object", klog.KObj(obj), "fieldPath", "",
+	log.V(3).Info(at("event.go", 395), "Event occurred", "object", klog.KObj(obj), "fieldPath", "",
 		"kind", res.Kind, "apiVersion", res.GroupVersion().String(), "type", eventType, "reason", reason, "message", message)
 	if err := rec.Event(ctx, obj, eventType, reason, message); err != nil {
-		log.Error(at("event.go", 359), err, "Server rejected event (will not retry!)", "event", klog.KObj(obj).String()+" "+reason)
+		log.Error(at("event.go", 365), err, "Server rejected event (will not retry!)", "event", klog.KObj(obj).String()+" "+reason)
 	}
 }
 

@@ -67,7 +67,7 @@ func WithNodeIPAM(cfg NodeIPAM) Option { return func(m *Manager) { m.ipam = &cfg
 // cannot get one (the cluster CIDR is full) gets the Normal event
 // CIDRNotAvailable, and the error is logged and retried with backoff.
 // Its log lines name the lines of k8s.io/kubernetes v1.37.2's
-// range_allocator.go (the other controllers name v1.33.6's files).
+// range_allocator.go, as the other controllers' name v1.37.2's files.
 type nodeIPAMController struct {
 	r    *run
 	log  klog.Logger

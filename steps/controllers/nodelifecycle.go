@@ -465,10 +465,10 @@ func (nc *NodeLifecycleController) event(ctx context.Context, obj apiserver.Obje
 	if err != nil {
 		return
 	}
-	nc.log.V(3).Info(at("event.go", 389), "Event occurred", "object", klog.KObj(obj), "fieldPath", "",
+	nc.log.V(3).Info(at("event.go", 395), "Event occurred", "object", klog.KObj(obj), "fieldPath", "",
 		"kind", res.Kind, "apiVersion", res.GroupVersion().String(), "type", eventType, "reason", reason, "message", message)
 	if err := nc.rec.Event(ctx, obj, eventType, reason, message); err != nil {
-		nc.log.Error(at("event.go", 359), err, "Server rejected event (will not retry!)", "event", klog.KObj(obj).String()+" "+reason)
+		nc.log.Error(at("event.go", 365), err, "Server rejected event (will not retry!)", "event", klog.KObj(obj).String()+" "+reason)
 	}
 }
 

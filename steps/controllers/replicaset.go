@@ -51,7 +51,7 @@ func (rsc *replicaSetController) queue() *queue { return rsc.q }
 // The event handlers.
 
 func (rsc *replicaSetController) addRS(rs *appsv1.ReplicaSet) {
-	rsc.log.V(4).Info(at("replica_set.go", 316), "Adding", "replicaSet", klog.KObj(rs))
+	rsc.log.V(4).Info(at("replica_set.go", 389), "Adding", "replicaSet", klog.KObj(rs))
 	rsc.q.Add(keyOf(rs))
 }
 
@@ -60,14 +60,14 @@ func (rsc *replicaSetController) updateRS(old, cur *appsv1.ReplicaSet) {
 		rsc.deleteRS(old)
 	}
 	if *old.Spec.Replicas != *cur.Spec.Replicas {
-		rsc.log.V(4).Info(at("replica_set.go", 351), "replicaSet updated. Desired pod count change.", "replicaSet", klog.KObj(old),
+		rsc.log.V(4).Info(at("replica_set.go", 424), "replicaSet updated. Desired pod count change.", "replicaSet", klog.KObj(old),
 			"oldReplicas", *old.Spec.Replicas, "newReplicas", *cur.Spec.Replicas)
 	}
 	rsc.q.Add(keyOf(cur))
 }
 
 func (rsc *replicaSetController) deleteRS(rs *appsv1.ReplicaSet) {
-	rsc.log.V(4).Info(at("replica_set.go", 377), "Deleting", "replicaSet", klog.KObj(rs))
+	rsc.log.V(4).Info(at("replica_set.go", 450), "Deleting", "replicaSet", klog.KObj(rs))
 	rsc.exp.Delete(keyOf(rs))
 	rsc.q.Add(keyOf(rs))
 }
@@ -117,7 +117,7 @@ func (rsc *replicaSetController) updatePod(old, cur *corev1.Pod) {
 		rsc.q.Add(keyOf(rs))
 		if !isPodReady(old) && isPodReady(cur) && rs.Spec.MinReadySeconds > 0 {
 			// Available only minReadySeconds after Ready: look again then.
-			rsc.log.V(2).Info(at("replica_set.go", 479), "pod will be enqueued after a while for availability check",
+			rsc.log.V(2).Info(at("replica_set.go", 559), "pod will be enqueued after a while for availability check",
 				"duration", rs.Spec.MinReadySeconds, "kind", "ReplicaSet", "pod", klog.KObj(old))
 			rsc.q.AddAfter(keyOf(rs), time.Duration(rs.Spec.MinReadySeconds)*time.Second+time.Second)
 		}
@@ -141,7 +141,7 @@ func (rsc *replicaSetController) deletePod(pod *corev1.Pod, caller string) {
 	if rs == nil {
 		return
 	}
-	rsc.log.V(4).Info(at("replica_set.go", 537), "Pod deleted", "delete_by", caller, "deletion_timestamp", pod.DeletionTimestamp, "pod", klog.KObj(pod))
+	rsc.log.V(4).Info(at("replica_set.go", 615), "Pod deleted", "delete_by", caller, "deletion_timestamp", pod.DeletionTimestamp, "pod", klog.KObj(pod))
 	rsc.exp.DeletionObserved(keyOf(rs), keyOf(pod))
 	rsc.q.Add(keyOf(rs))
 }
@@ -176,7 +176,7 @@ func (rsc *replicaSetController) handleErr(_ context.Context, key string, err er
 		rsc.q.Forget(key)
 		return
 	}
-	rsc.r.handleError(at("replica_set.go", 562), fmt.Errorf("sync %q failed with %w", key, err))
+	rsc.r.handleError(at("replica_set.go", 640), fmt.Errorf("sync %q failed with %w", key, err))
 	rsc.q.AddRateLimited(key)
 }
 
@@ -186,19 +186,19 @@ func (rsc *replicaSetController) handleErr(_ context.Context, key string, err er
 func (rsc *replicaSetController) sync(ctx context.Context, key string) error {
 	start := rsc.r.m.now()
 	defer func() {
-		rsc.log.V(4).Info(at("replica_set.go", 681), "Finished syncing", "kind", "ReplicaSet", "key", key, "duration", rsc.r.m.now().Sub(start))
+		rsc.log.V(4).Info(at("replica_set.go", 759), "Finished syncing", "kind", "ReplicaSet", "key", key, "duration", rsc.r.m.now().Sub(start))
 	}()
 	ns, name := splitKey(key)
 	cached := rsc.r.replicaSet(ns, name)
 	if cached == nil {
-		rsc.log.V(4).Info(at("replica_set.go", 690), "deleted", "kind", "ReplicaSet", "key", key)
+		rsc.log.V(4).Info(at("replica_set.go", 780), "deleted", "kind", "ReplicaSet", "key", key)
 		rsc.exp.Delete(key)
 		return nil
 	}
 	needsSync := rsc.exp.Satisfied(key)
 	sel, err := metav1.LabelSelectorAsSelector(cached.Spec.Selector)
 	if err != nil {
-		rsc.r.handleError(at("replica_set.go", 701), fmt.Errorf("error converting pod selector to selector for rs %v/%v: %w", ns, name, err))
+		rsc.r.handleError(at("replica_set.go", 792), fmt.Errorf("error converting pod selector to selector for rs %v/%v: %w", ns, name, err))
 		return nil
 	}
 	var active []apiserver.Object
@@ -241,7 +241,7 @@ func (rsc *replicaSetController) manageReplicas(ctx context.Context, pods []*cor
 	case diff < 0:
 		n := min(-diff, burstReplicas)
 		rsc.exp.ExpectCreations(key, n)
-		rsc.log.V(2).Info(at("replica_set.go", 590), "Too few replicas", "replicaSet", klog.KObj(rs), "need", *rs.Spec.Replicas, "creating", n)
+		rsc.log.V(2).Info(at("replica_set.go", 668), "Too few replicas", "replicaSet", klog.KObj(rs), "need", *rs.Spec.Replicas, "creating", n)
 		// kube creates in batches of 1, 2, 4 ... (slow start) and stops at
 		// the first failed batch; podlab creates one at a time and stops at
 		// the first failure.
@@ -254,7 +254,7 @@ func (rsc *replicaSetController) manageReplicas(ctx context.Context, pods []*cor
 			created++
 		}
 		if skipped := n - created; skipped > 0 {
-			rsc.log.V(2).Info(at("replica_set.go", 615), "Slow-start failure. Skipping creation of pods, decrementing expectations",
+			rsc.log.V(2).Info(at("replica_set.go", 693), "Slow-start failure. Skipping creation of pods, decrementing expectations",
 				"podsSkipped", skipped, "kind", "ReplicaSet", "replicaSet", klog.KObj(rs))
 			for range skipped {
 				rsc.exp.CreationObserved(key)
@@ -263,7 +263,7 @@ func (rsc *replicaSetController) manageReplicas(ctx context.Context, pods []*cor
 		return err
 	case diff > 0:
 		n := min(diff, burstReplicas)
-		rsc.log.V(2).Info(at("replica_set.go", 626), "Too many replicas", "replicaSet", klog.KObj(rs), "need", *rs.Spec.Replicas, "deleting", n)
+		rsc.log.V(2).Info(at("replica_set.go", 704), "Too many replicas", "replicaSet", klog.KObj(rs), "need", *rs.Spec.Replicas, "deleting", n)
 		doomed := podsToDelete(pods, rsc.relatedPods(rs), n, rsc.r.m.now())
 		keys := make([]string, len(doomed))
 		for i, p := range doomed {
@@ -275,7 +275,7 @@ func (rsc *replicaSetController) manageReplicas(ctx context.Context, pods []*cor
 			if err := rsc.deletePodOf(ctx, rs, p); err != nil {
 				rsc.exp.DeletionObserved(key, keyOf(p))
 				if !apierrors.IsNotFound(err) {
-					rsc.log.V(2).Info(at("replica_set.go", 653), "Failed to delete pod, decremented expectations", "pod", keyOf(p), "kind", "ReplicaSet", "replicaSet", klog.KObj(rs))
+					rsc.log.V(2).Info(at("replica_set.go", 731), "Failed to delete pod, decremented expectations", "pod", keyOf(p), "kind", "ReplicaSet", "replicaSet", klog.KObj(rs))
 					if first == nil {
 						first = err
 					}
@@ -301,7 +301,7 @@ func (rsc *replicaSetController) createPod(ctx context.Context, rs *appsv1.Repli
 		rsc.r.event(ctx, rsc.rec, rsc.log, rs.DeepCopy(), corev1.EventTypeWarning, "FailedCreate", fmt.Sprintf("Error creating: %v", err))
 		return err
 	}
-	rsc.log.V(4).Info(at("controller_utils.go", 604), "Controller created pod", "controller", rs.Name, "pod", klog.KObj(out))
+	rsc.log.V(4).Info(at("controller_utils.go", 613), "Controller created pod", "controller", rs.Name, "pod", klog.KObj(out))
 	rsc.r.record(func(rep *Report) { rep.PodsCreated = append(rep.PodsCreated, keyOf(out)) })
 	rsc.r.event(ctx, rsc.rec, rsc.log, rs.DeepCopy(), corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: "+out.GetName())
 	return nil
@@ -329,10 +329,10 @@ func podFromTemplate(rs *appsv1.ReplicaSet) *corev1.Pod {
 // deletePodOf is RealPodControl.DeletePod. A pod bound to a node is only
 // marked (deletionTimestamp) by the API server; its kubelet finishes it.
 func (rsc *replicaSetController) deletePodOf(ctx context.Context, rs *appsv1.ReplicaSet, pod *corev1.Pod) error {
-	rsc.log.V(2).Info(at("controller_utils.go", 616), "Deleting pod", "controller", rs.Name, "pod", klog.KObj(pod))
+	rsc.log.V(2).Info(at("controller_utils.go", 625), "Deleting pod", "controller", rs.Name, "pod", klog.KObj(pod))
 	if _, err := rsc.r.client.Delete(ctx, "pods", pod.Namespace, pod.Name, apiserver.DeleteOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			rsc.log.V(4).Info(at("controller_utils.go", 619), "Pod has already been deleted.", "pod", klog.KObj(pod))
+			rsc.log.V(4).Info(at("controller_utils.go", 628), "Pod has already been deleted.", "pod", klog.KObj(pod))
 			return err
 		}
 		rsc.r.event(ctx, rsc.rec, rsc.log, rs.DeepCopy(), corev1.EventTypeWarning, "FailedDelete", fmt.Sprintf("Error deleting: %v", err))
@@ -434,7 +434,7 @@ func (rsc *replicaSetController) updateStatus(ctx context.Context, rs *appsv1.Re
 	}
 	s.ObservedGeneration = rs.Generation
 	for i := 0; ; i++ {
-		rsc.log.V(4).Info(at("replica_set_utils.go", 67), fmt.Sprintf("Updating status for ReplicaSet: %s/%s, ", rs.Namespace, rs.Name)+
+		rsc.log.V(4).Info(at("replica_set_utils.go", 68), fmt.Sprintf("Updating status for ReplicaSet: %s/%s, ", rs.Namespace, rs.Name)+
 			fmt.Sprintf("replicas %d->%d (need %d), ", rs.Status.Replicas, s.Replicas, *rs.Spec.Replicas)+
 			fmt.Sprintf("fullyLabeledReplicas %d->%d, ", rs.Status.FullyLabeledReplicas, s.FullyLabeledReplicas)+
 			fmt.Sprintf("readyReplicas %d->%d, ", rs.Status.ReadyReplicas, s.ReadyReplicas)+
@@ -496,8 +496,9 @@ func isPodAvailable(p *corev1.Pod, minReadySeconds int32, now time.Time) bool {
 // before Unknown before Running, not Ready before Ready, lower
 // controller.kubernetes.io/pod-deletion-cost first, pods doubled up on a
 // node with more of their Deployment's pods first, Ready for less time
-// first, more container restarts first, newer first; times compare in
-// powers of two of their age (LogarithmicScaleDown), ties by uid.
+// first, more container restarts (then sidecar restarts) first, newer
+// first; times compare in powers of two of their age
+// (LogarithmicScaleDown), ties by uid.
 func podsToDelete(pods, related []*corev1.Pod, n int, now time.Time) []*corev1.Pod {
 	if n >= len(pods) {
 		return pods
@@ -556,8 +557,13 @@ func deleteFirst(a, b *corev1.Pod, rankA, rankB int, now time.Time) bool {
 			return a.UID < b.UID
 		}
 	}
-	if ra, rb := maxRestarts(a), maxRestarts(b); ra != rb {
+	ra, sa := maxRestarts(a)
+	rb, sb := maxRestarts(b)
+	if ra != rb {
 		return ra > rb
+	}
+	if sa != sb {
+		return sa > sb
 	}
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 		if a.CreationTimestamp.IsZero() || b.CreationTimestamp.IsZero() {
@@ -587,12 +593,25 @@ func logRank(t, now time.Time) int64 {
 	return int64(math.Log2(float64(d)))
 }
 
-func maxRestarts(p *corev1.Pod) int32 {
-	var m int32
+// maxRestarts is the most restarts of the pod's containers, then of its
+// sidecars (init containers with restartPolicy Always), as kube's
+// maxContainerRestarts.
+func maxRestarts(p *corev1.Pod) (regular, sidecar int32) {
 	for _, c := range p.Status.ContainerStatuses {
-		m = max(m, c.RestartCount)
+		regular = max(regular, c.RestartCount)
 	}
-	return m
+	sidecars := map[string]bool{}
+	for _, c := range p.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecars[c.Name] = true
+		}
+	}
+	for _, c := range p.Status.InitContainerStatuses {
+		if sidecars[c.Name] {
+			sidecar = max(sidecar, c.RestartCount)
+		}
+	}
+	return regular, sidecar
 }
 
 // deletionCost reads controller.kubernetes.io/pod-deletion-cost (0 when

@@ -50,9 +50,10 @@ const (
 // restarted in between (then kube waits the whole time again). A taint
 // without timeAdded starts the clock when this controller first sees it.
 // The DisruptionTarget pod condition kube writes before deleting is not
-// written. The file:line of its klog lines were read from a recent
-// Kubernetes main, not checked against v1.33.6 as the other controllers'
-// are: they may be a few lines off.
+// written. The file:line of its klog lines are k8s.io/kubernetes v1.37.2's,
+// as the other controllers'; the error of a failed deletion podlab retries
+// (taint_eviction.go:130) is podlab's own, where kube retries inside
+// deletePodHandler and logs nothing.
 type taintEvictionController struct {
 	r   *run
 	log klog.Logger
@@ -185,7 +186,7 @@ func (tc *taintEvictionController) sync(ctx context.Context, key string) error {
 	ns, name := splitKey(key)
 	o, ok := tc.r.informers["pods"].Get(ns, name)
 	if !ok {
-		tc.log.V(4).Info(at("taint_eviction.go", 413), "Noticed pod deletion", "pod", klog.KRef(ns, name))
+		tc.log.V(4).Info(at("taint_eviction.go", 499), "Noticed pod deletion", "pod", klog.KRef(ns, name))
 		tc.cancel(ctx, key, nil)
 		return nil
 	}
@@ -203,13 +204,13 @@ func (tc *taintEvictionController) sync(ctx context.Context, key string) error {
 	}
 	allTolerated, used := matchingTolerations(taints, pod.Spec.Tolerations)
 	if !allTolerated {
-		tc.log.V(2).Info(at("taint_eviction.go", 365), "Not all taints are tolerated after update for pod on node",
+		tc.log.V(2).Info(at("taint_eviction.go", 465), "Not all taints are tolerated after update for pod on node",
 			"pod", key, "node", klog.KRef("", pod.Spec.NodeName))
 		return tc.evict(ctx, key, pod)
 	}
 	wait := minTolerationTime(used)
 	if wait < 0 {
-		tc.log.V(4).Info(at("taint_eviction.go", 374), "Current tolerations for pod tolerate forever, cancelling any scheduled deletion", "pod", key)
+		tc.log.V(4).Info(at("taint_eviction.go", 474), "Current tolerations for pod tolerate forever, cancelling any scheduled deletion", "pod", key)
 		tc.cancel(ctx, key, pod)
 		return nil
 	}
@@ -222,7 +223,7 @@ func (tc *taintEvictionController) sync(ctx context.Context, key string) error {
 	tc.mu.Lock()
 	tc.scheduled[key] = scheduledEviction{start: start, due: due}
 	tc.mu.Unlock()
-	tc.log.V(4).Info(at("timed_workers.go", 127), "Adding TimedWorkerQueue item and to be fired at", "item", key, "createTime", start, "fireTime", due)
+	tc.log.V(4).Info(at("timed_workers.go", 157), "Adding TimedWorkerQueue item and to be fired at firedTime", "item", key, "createTime", start, "firedTime", due)
 	tc.q.AddAfter(key, due.Sub(now))
 	return nil
 }
@@ -261,7 +262,7 @@ func (tc *taintEvictionController) cancel(ctx context.Context, key string, pod *
 	if !ok {
 		return
 	}
-	tc.log.V(4).Info(at("timed_workers.go", 146), "Cancelling TimedWorkerQueue item", "item", key, "time", tc.r.m.now())
+	tc.log.V(4).Info(at("timed_workers.go", 196), "Cancelling TimedWorkerQueue item", "item", key, "time", tc.r.m.now())
 	if pod != nil {
 		tc.r.event(ctx, tc.rec, tc.log, pod, corev1.EventTypeNormal, reasonTaintManagerEviction, fmt.Sprintf(msgCancellingDeletion, key))
 	}

@@ -28,7 +28,10 @@
 //   - only the agent's own routes are touched: it marks each with the route
 //     protocol RouteProtocol (`ip route show proto 117` lists them), and a
 //     route to the same destination that is not marked is left alone, with a
-//     log line.
+//     log line. The mark is podlab's, not flannel's: flannel's host-gw
+//     (pkg/backend/hostgw) adds routes with no protocol and knows its own
+//     from the subnet leases it keeps; a restarted podlab agent finds its
+//     own in the kernel's table instead.
 //
 // A node's kubelet credentials may not do this: the Node authorizer lets
 // system:node:NAME read its own Node only. Hence the agent's own identity.

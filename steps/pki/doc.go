@@ -20,12 +20,15 @@
 //
 // # The key algorithm
 //
-// Every key is ECDSA on the P-256 curve, which kubeadm offers as
-// encryptionAlgorithm ECDSA-P256 (its default is RSA 2048). A P-256 key is
-// made in well under a millisecond where an RSA 2048 key takes tens of
-// milliseconds on this machine's two cores; it gives about the security of
-// RSA 3072 in a 121-byte key; and every TLS stack the lab meets (Go's,
-// openssl, curl, kubectl) speaks it.
+// Every key is RSA 2048, kubeadm's default encryptionAlgorithm (RSA-2048;
+// it also offers RSA-3072, RSA-4096, ECDSA-P256 and ECDSA-P384), and every
+// certificate is made as kubeadm's pkiutil makes it: key usages digital
+// signature and key encipherment (and certificate signing for the CA), a
+// random serial, valid from five minutes before it is made
+// (CertificateBackdate) for one year (the CA ten), the CA's name also its
+// DNS SAN. An RSA 2048 key takes tens of milliseconds to make on two cores,
+// where an ECDSA P-256 key would take well under one: `podlab init` spends
+// about a second on its keys.
 //
 // # The files
 //
@@ -53,7 +56,12 @@
 //
 // Keys are mode 0600, certificates 0644, kubeconfigs 0600 (they embed a
 // key). Certificates are valid one year, the CA ten, as kubeadm issues
-// them.
+// them. The names are kubeadm's for the CA (kubernetes), the API server's
+// certificates and the components' (system:kube-scheduler,
+// system:kube-controller-manager, system:node:NODE in system:nodes); the
+// administrator is Kubernetes the Hard Way's admin in system:masters, where
+// kubeadm's admin.conf is kubernetes-admin in kubeadm:cluster-admins (and
+// its super-admin.conf is in system:masters).
 //
 // Each kubeconfig is what kubeadm's admin.conf is: one cluster, "podlab",
 // whose server is https://127.0.0.1:6443 and whose certificate-authority-data

@@ -2,9 +2,8 @@ package pki
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -21,11 +20,17 @@ import (
 	"k8s.io/client-go/util/keyutil"
 )
 
-// Validity periods, as kubeadm's: the CA ten years, the certificates it
-// signs one.
+// Validity periods, as kubeadm's (CACertificateValidityPeriod and
+// CertificateValidityPeriod): the CA ten years, the certificates it signs
+// one, counted from when they are made; each is valid from Backdate before
+// that (kubeadm's CertificateBackdate, for clocks a little behind).
 const (
 	CAValidity   = 10 * 365 * 24 * time.Hour
 	CertValidity = 365 * 24 * time.Hour
+	Backdate     = 5 * time.Minute
+	// KeyBits is the size of every RSA key, kubeadm's default
+	// encryptionAlgorithm RSA-2048.
+	KeyBits = 2048
 	// RenewBefore is how long before its end a certificate is re-issued by
 	// a new `podlab init`.
 	RenewBefore = 30 * 24 * time.Hour
@@ -54,36 +59,71 @@ type Spec struct {
 	// certificate: the names a client may dial it by.
 	DNSNames []string
 	IPs      []net.IP
-	// NotBefore is when it starts to be valid (zero: now), Validity for how
-	// long (zero: CertValidity). The end is never past the CA's.
+	// NotBefore is when it is made (zero: now): it is valid from Backdate
+	// before, until Validity after (zero: CertValidity), never past the
+	// CA's end.
 	NotBefore time.Time
 	Validity  time.Duration
 }
 
-// newKey makes an ECDSA P-256 key (see the package doc for why).
-func newKey() (*ecdsa.PrivateKey, error) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// newKey makes an RSA key of KeyBits, as kubeadm's GeneratePrivateKey
+// does by default (see the package doc).
+func newKey() (*rsa.PrivateKey, error) {
+	k, err := rsa.GenerateKey(rand.Reader, KeyBits)
 	if err != nil {
-		return nil, fmt.Errorf("making an ECDSA P-256 key: %w", err)
+		return nil, fmt.Errorf("making an RSA %d key: %w", KeyBits, err)
 	}
 	return k, nil
 }
 
-// NewCA makes a self-signed CA called commonName, valid CAValidity from
-// now, with client-go's certutil (the code kubeadm uses).
+// serialNumber is a random serial in [1, MaxInt64), as kubeadm's.
+func serialNumber() (*big.Int, error) {
+	serial, err := rand.Int(rand.Reader, big.NewInt(math.MaxInt64-1))
+	if err != nil {
+		return nil, fmt.Errorf("making a serial number: %w", err)
+	}
+	return serial.Add(serial, big.NewInt(1)), nil
+}
+
+// NewCA makes a self-signed CA called commonName as kubeadm's
+// NewSelfSignedCACert does (pkiutil): key usages digital signature, key
+// encipherment and certificate signing, its name as a DNS SAN, valid from
+// Backdate ago for CAValidity from now.
 func NewCA(commonName string) (*KeyPair, error) {
 	key, err := newKey()
 	if err != nil {
 		return nil, err
 	}
-	cert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: commonName}, key)
+	serial, err := serialNumber()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: commonName},
+		DNSNames:              []string{commonName},
+		NotBefore:             now.Add(-Backdate),
+		NotAfter:              now.Add(CAValidity),
+		KeyUsage:              x509.KeyUsageKeyEncipherment | x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
 		return nil, fmt.Errorf("making the CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("reading back the CA certificate: %w", err)
 	}
 	return &KeyPair{Cert: cert, Key: key}, nil
 }
 
-// Issue makes a new key and a certificate for it, signed by ca.
+// Issue makes a new key and a certificate for it, signed by ca, as
+// kubeadm's NewSignedCert does: key usages digital signature and key
+// encipherment, valid from Backdate before it is made until Validity
+// after.
 func (ca *KeyPair) Issue(spec Spec) (*KeyPair, error) {
 	if spec.CommonName == "" {
 		return nil, errors.New("issuing a certificate: no common name")
@@ -95,31 +135,31 @@ func (ca *KeyPair) Issue(spec Spec) (*KeyPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(math.MaxInt64))
+	serial, err := serialNumber()
 	if err != nil {
-		return nil, fmt.Errorf("making a serial number: %w", err)
+		return nil, err
 	}
-	notBefore := spec.NotBefore
-	if notBefore.IsZero() {
-		notBefore = time.Now()
+	made := spec.NotBefore
+	if made.IsZero() {
+		made = time.Now()
 	}
-	notBefore = notBefore.UTC().Truncate(time.Second)
+	made = made.UTC().Truncate(time.Second)
 	validity := spec.Validity
 	if validity == 0 {
 		validity = CertValidity
 	}
-	notAfter := notBefore.Add(validity)
+	notAfter := made.Add(validity)
 	if notAfter.After(ca.Cert.NotAfter) {
 		notAfter = ca.Cert.NotAfter
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          new(big.Int).Add(serial, big.NewInt(1)),
+		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: spec.CommonName, Organization: spec.Organization},
 		DNSNames:              spec.DNSNames,
 		IPAddresses:           spec.IPs,
-		NotBefore:             notBefore,
+		NotBefore:             made.Add(-Backdate),
 		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature,
+		KeyUsage:              x509.KeyUsageKeyEncipherment | x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           spec.Usages,
 		BasicConstraintsValid: true,
 	}
@@ -140,8 +180,8 @@ func (kp *KeyPair) CertPEM() []byte {
 	return b
 }
 
-// KeyPEM is the private key in PEM, as in a .key file ("EC PRIVATE KEY",
-// as kubeadm writes it).
+// KeyPEM is the private key in PEM, as in a .key file ("RSA PRIVATE KEY",
+// PKCS #1, as kubeadm writes it).
 func (kp *KeyPair) KeyPEM() ([]byte, error) {
 	b, err := keyutil.MarshalPrivateKeyToPEM(kp.Key)
 	if err != nil {

@@ -2,6 +2,7 @@ package pki_test
 
 import (
 	"bytes"
+	"crypto/rsa"
 	"crypto/x509"
 	"errors"
 	"net"
@@ -45,6 +46,33 @@ var (
 	serving = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 )
 
+// kubeadmMade checks what kubeadm's pkiutil gives every certificate with
+// its default encryptionAlgorithm RSA-2048: an RSA key of 2048 bits, a
+// SHA-256 RSA signature, the key usages given, valid from
+// CertificateBackdate (5 minutes) before now.
+func kubeadmMade(t *testing.T, kp *pki.KeyPair, usage x509.KeyUsage) {
+	t.Helper()
+	c := kp.Cert
+	if k, ok := c.PublicKey.(*rsa.PublicKey); !ok || k.N.BitLen() != 2048 {
+		t.Errorf("%s: public key %T, want RSA 2048 (kubeadm's default)", c.Subject.CommonName, c.PublicKey)
+	}
+	if _, ok := kp.Key.(*rsa.PrivateKey); !ok {
+		t.Errorf("%s: private key %T, want RSA", c.Subject.CommonName, kp.Key)
+	}
+	if c.SignatureAlgorithm != x509.SHA256WithRSA {
+		t.Errorf("%s: signed %s, want SHA256-RSA", c.Subject.CommonName, c.SignatureAlgorithm)
+	}
+	if c.KeyUsage != usage {
+		t.Errorf("%s: key usage %b, want %b", c.Subject.CommonName, c.KeyUsage, usage)
+	}
+	if d := time.Since(c.NotBefore); d < pki.Backdate || d > pki.Backdate+time.Minute {
+		t.Errorf("%s: valid from %s, want 5 minutes before now", c.Subject.CommonName, c.NotBefore)
+	}
+	if c.SerialNumber.Sign() <= 0 {
+		t.Errorf("%s: serial %s, want positive", c.Subject.CommonName, c.SerialNumber)
+	}
+}
+
 func TestEnsure_Certificates(t *testing.T) {
 	o := options(t)
 	res := ensure(t, o)
@@ -56,8 +84,12 @@ func TestEnsure_Certificates(t *testing.T) {
 	if !ca.Cert.IsCA || ca.Cert.Subject.CommonName != pki.CACommonName {
 		t.Errorf("ca.crt: IsCA %v, subject %v; want a CA called %s", ca.Cert.IsCA, ca.Cert.Subject, pki.CACommonName)
 	}
-	if got := ca.Cert.NotAfter.Sub(ca.Cert.NotBefore); got < pki.CAValidity-time.Minute || got > pki.CAValidity+time.Minute {
-		t.Errorf("the CA is valid %s, want 10 years", got)
+	if got := ca.Cert.NotAfter.Sub(ca.Cert.NotBefore); got != pki.CAValidity+pki.Backdate {
+		t.Errorf("the CA is valid %s, want 10 years and kubeadm's 5 minutes before", got)
+	}
+	kubeadmMade(t, ca, x509.KeyUsageKeyEncipherment|x509.KeyUsageDigitalSignature|x509.KeyUsageCertSign)
+	if !slices.Equal(ca.Cert.DNSNames, []string{pki.CACommonName}) {
+		t.Errorf("the CA's DNS SANs %v, want its name, as kubeadm's", ca.Cert.DNSNames)
 	}
 	tests := []struct {
 		name   string
@@ -106,12 +138,10 @@ func TestEnsure_Certificates(t *testing.T) {
 			if _, err := c.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: tt.usages}); err != nil {
 				t.Errorf("does not verify against ca.crt: %v", err)
 			}
-			if got := c.NotAfter.Sub(c.NotBefore); got != pki.CertValidity {
-				t.Errorf("valid for %s, want one year", got)
+			if got := c.NotAfter.Sub(c.NotBefore); got != pki.CertValidity+pki.Backdate {
+				t.Errorf("valid for %s, want one year and kubeadm's 5 minutes before", got)
 			}
-			if d := time.Since(c.NotBefore); d < 0 || d > time.Minute {
-				t.Errorf("valid from %s, want now", c.NotBefore)
-			}
+			kubeadmMade(t, kp, x509.KeyUsageKeyEncipherment|x509.KeyUsageDigitalSignature)
 			for _, ip := range tt.ips {
 				if err := c.VerifyHostname(ip); err != nil {
 					t.Errorf("VerifyHostname(%s): %v", ip, err)

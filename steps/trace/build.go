@@ -24,8 +24,10 @@ type builder struct {
 
 // pod adds a pod's writes (its versions in the log, in order), the events
 // about it, and its ReplicaSet's SuccessfulCreate and SuccessfulDelete
-// about it. current is the pod as stored now (nil when deleted).
-func (b *builder) pod(versions []apiserver.WatchEvent, current *corev1.Pod, evs []occurrence) {
+// about it. current is the pod as stored now (nil when deleted);
+// compactedAt is the revision the store's history was compacted at (0: it
+// was not), before which the log holds no write.
+func (b *builder) pod(versions []apiserver.WatchEvent, current *corev1.Pod, evs []occurrence, compactedAt int64) {
 	var known *corev1.Pod
 	if len(versions) > 0 {
 		known = versions[0].Object.(*corev1.Pod)
@@ -60,12 +62,18 @@ func (b *builder) pod(versions []apiserver.WatchEvent, current *corev1.Pod, evs 
 		}
 		prev = p
 	}
+	scheduled := false
+	for _, o := range evs {
+		scheduled = scheduled || (o.about("Pod", name, uid) && o.ev.Reason == ReasonScheduled)
+	}
 	if len(rows) == 0 || rows[0].Stage != StageCreated {
-		// created before the compacted revision: its creationTimestamp
-		// is all that is left of it
-		r := createdRow(known, 0, owner)
-		r.Detail += " (before the compacted revision: the log no longer holds this write)"
-		rows = append([]row{r}, rows...)
+		// created before the compacted revision: what the pod as first
+		// seen (or stored now) and the Events still tell
+		first := known
+		if len(versions) > 0 {
+			first = versions[0].Object.(*corev1.Pod)
+		}
+		rows = append(compactedRows(known, first, len(versions) == 0, owner, compactedAt, scheduled), rows...)
 	}
 	var deleteRow *row
 	for _, o := range evs {
@@ -118,6 +126,99 @@ func createdRow(p *corev1.Pod, rev int64, owner string) row {
 	return r
 }
 
+// compactedRows stand for the writes of a pod created before the store's
+// history was compacted (at revision at): its creation, from its
+// creationTimestamp; its binding, when first (the first version the log
+// holds, or the pod stored now when the log holds none) is on a node, from
+// its PodScheduled condition; its Running, when first is Running, from
+// its containers' start (only when the log holds no write of it: else the
+// log's first write says it). None concludes from the pod as it is now
+// what happened before: a pod on a node now may have been bound by the
+// scheduler (a Scheduled event says so) or created on it.
+func compactedRows(known, first *corev1.Pod, noWrites bool, owner string, at int64, scheduled bool) []row {
+	history := "the store's history was compacted"
+	lost := "before the compacted revision"
+	if at > 0 {
+		history = fmt.Sprintf("the store's history before revision %d was compacted", at)
+		lost = fmt.Sprintf("before revision %d, compacted", at)
+	}
+	key := "/registry/pods/" + known.Namespace + "/" + known.Name
+	created := row{Entry: Entry{Resource: "pods", Component: "kube-apiserver", Stage: StageCreated, Object: "pod/" + known.Name},
+		clock: second(known.CreationTimestamp.Time)}
+	created.Actor, created.by = User, "user"
+	asked := "asked by a user the object does not name (kube-apiserver's audit log would)"
+	if owner != "" {
+		created.Actor, created.by = ControllerManager, "replicaset-controller"
+		asked = "asked by the replicaset-controller (system:kube-controller-manager) for ReplicaSet " + owner
+	}
+	created.Detail = fmt.Sprintf("stored %s at its creationTimestamp, %s; %s: the pod's creation and binding are not in it", key, asked, history)
+	rows := []row{created}
+	if first.Spec.NodeName != "" {
+		bound := row{Entry: Entry{Resource: "pods", Stage: StageBound, Object: "pod/" + known.Name},
+			clock: second(conditionTime(first, corev1.PodScheduled))}
+		how := "bound by the scheduler (its Scheduled event says so)"
+		bound.Component, bound.Actor = first.Spec.SchedulerName, Scheduler
+		if bound.Component == "" {
+			bound.Component = corev1.DefaultSchedulerName
+		}
+		if !scheduled {
+			how = "by the scheduler or created on it: no Scheduled event is left to say which"
+			bound.Component, bound.Actor = "kube-apiserver", User
+		}
+		bound.by = bound.Component
+		bound.Detail = fmt.Sprintf("spec.nodeName=%s, %s; the write is %s (the time is its condition PodScheduled's)", first.Spec.NodeName, how, lost)
+		rows = append(rows, bound)
+	}
+	if noWrites && first.Status.Phase == corev1.PodRunning {
+		running := statusRowBase(first, 0)
+		running.Stage = StageRunning
+		running.clock = second(startedAt(first))
+		running.Detail = fmt.Sprintf("phase Running (the pod as stored now: status.startTime %s, containers started %s); the kubelet's write is %s",
+			timeString(first.Status.StartTime), timeString(ptrTime(startedAt(first))), lost)
+		rows = append(rows, running)
+	}
+	return rows
+}
+
+// conditionTime is when the pod's condition t last changed (zero: none).
+func conditionTime(p *corev1.Pod, t corev1.PodConditionType) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// startedAt is when the last of the pod's running containers started, or
+// else when it became Ready (zero: neither is known).
+func startedAt(p *corev1.Pod) time.Time {
+	var t time.Time
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil && cs.State.Running.StartedAt.After(t) {
+			t = cs.State.Running.StartedAt.Time
+		}
+	}
+	if t.IsZero() && conditionTrue(p, corev1.PodReady) {
+		t = conditionTime(p, corev1.PodReady)
+	}
+	return t
+}
+
+func ptrTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t}
+}
+
+func timeString(t *metav1.Time) string {
+	if t == nil || t.IsZero() {
+		return "unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
 // deletedRow is the write that removed the pod: the watch log's DELETED,
 // with the pod's last value.
 func deletedRow(p *corev1.Pod, rev int64) row {
@@ -152,6 +253,12 @@ func firstSeenRow(p *corev1.Pod, rev int64) row {
 	r.Detail = "first write the compacted log holds: phase " + string(p.Status.Phase)
 	for _, cs := range p.Status.ContainerStatuses {
 		r.Detail += ", " + cs.Name + ": " + stateString(cs.State)
+	}
+	if p.Status.Phase == corev1.PodRunning {
+		// Running by this write at the latest: the write that made it so is
+		// this one or one the compaction removed
+		r.Stage = StageRunning
+		r.Detail += " (Running by this write at the latest: the write before it was compacted)"
 	}
 	return r
 }

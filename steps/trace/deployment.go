@@ -98,7 +98,7 @@ func Deployment(ctx context.Context, c apiserver.Interface, namespace, name stri
 		seen[p.UID] = true
 	}
 	for _, pu := range podOrder {
-		b.pod(versionsOf(pods.events, pu), current[pu], evs)
+		b.pod(versionsOf(pods.events, pu), current[pu], evs, pods.compactedAt())
 	}
 	tl := b.timeline("Deployment", namespace, name, uid, upTo, deps, rss, pods, events)
 	tl.fill()

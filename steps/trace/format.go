@@ -138,7 +138,7 @@ func writeTotal(b *strings.Builder, name string, from, to *Entry, missing string
 	switch {
 	case from != nil && to != nil:
 		d := to.Time.Sub(from.Time)
-		fmt.Fprintf(b, "%s: %sms (revision %s -> %d)\n", name, approx(d, from.Estimated || to.Estimated), revString(from.Revision), to.Revision)
+		fmt.Fprintf(b, "%s: %sms (revision %s -> %s)\n", name, approx(d, from.Estimated || to.Estimated), revString(from.Revision), revString(to.Revision))
 	case missing != "":
 		fmt.Fprintf(b, "%s: %s\n", name, missing)
 	}

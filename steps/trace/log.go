@@ -21,6 +21,14 @@ type watchLog struct {
 	compacted bool
 }
 
+// compactedAt is the revision the log was compacted at, 0 when it was not.
+func (l *watchLog) compactedAt() int64 {
+	if !l.compacted {
+		return 0
+	}
+	return l.after
+}
+
 // logRequest asks for one resource's log.
 type logRequest struct {
 	resource, namespace string

@@ -297,7 +297,7 @@ func Pod(ctx context.Context, c apiserver.Interface, namespace, name string, opt
 		return nil, neverCreated("pod", namespace, name, pods)
 	}
 	b := &builder{}
-	b.pod(versionsOf(pods.events, uid), current, eventOccurrences(events, listed))
+	b.pod(versionsOf(pods.events, uid), current, eventOccurrences(events, listed), pods.compactedAt())
 	tl := b.timeline("Pod", namespace, name, uid, upTo, pods, events)
 	tl.fill()
 	tl.Spans = spans(tl.Entries)

@@ -446,7 +446,9 @@ func TestPod_CompactedLog(t *testing.T) {
 	for _, e := range tl.Entries {
 		got = append(got, want{e.Stage, e.Component, e.Revision})
 	}
-	w := []want{{trace.StageCreated, "kube-apiserver", 0}, {trace.StageStatus, "kubelet/node-1", running}}
+	// the binding is the compacted revision itself: the log does not hold
+	// it, and no Scheduled event of this pod says who bound it
+	w := []want{{trace.StageCreated, "kube-apiserver", 0}, {trace.StageBound, "kube-apiserver", 0}, {trace.StageRunning, "kubelet/node-1", running}}
 	if !reflect.DeepEqual(got, w) {
 		t.Errorf("entries after compaction:\n got %v\nwant %v", got, w)
 	}
@@ -480,6 +482,73 @@ func TestPod_CompactedLog(t *testing.T) {
 	_, err = trace.Pod(ctx, c.admin, "default", "ghost")
 	if !errors.Is(err, trace.ErrNeverCreated) || !strings.Contains(err.Error(), "compacted") {
 		t.Errorf("tracing a pod never created, with a compacted log: %v", err)
+	}
+}
+
+// TestPod_CompactedBeforeCreate: a pod whose every write is older than the
+// compacted revision (lesson 14 compacts the store under a Running web).
+// The trace says what compaction removed, and takes the binding and the
+// Running from what the pod and its Events still tell: it must not say
+// "no scheduler involved" above a Scheduled event, nor "not reached" for a
+// Running pod.
+func TestPod_CompactedBeforeCreate(t *testing.T) {
+	c := newCluster(t)
+	ctx := testCtx(t)
+	obj, err := c.admin.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}})
+	must(t, err)
+	must(t, c.scheduler.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: obj.GetUID()},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}}))
+	p := c.get(t, ctx, "web")
+	must(t, apiserver.NewRecorder(c.scheduler, "default-scheduler", "").Event(ctx, p, corev1.EventTypeNormal, "Scheduled", "Successfully assigned default/web to node-1"))
+	started := metav1.NewTime(time.Now())
+	p.Status.Phase, p.Status.StartTime = corev1.PodRunning, &started
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started})
+	obj, err = c.kubelet.UpdateStatus(ctx, p)
+	must(t, err)
+	p = obj.(*corev1.Pod)
+	// a write of another object, so that the compacted revision is past
+	// every write of web
+	_, err = c.admin.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}})
+	must(t, err)
+	at := c.revision(t, ctx)
+	if last := rv(t, p); last >= at {
+		t.Fatalf("web's last write %d is not before the compacted revision %d", last, at)
+	}
+	st, err := store.Open(store.Path(c.dir))
+	must(t, err)
+	must(t, st.Compact(ctx, at))
+	must(t, st.Close())
+
+	tl, err := trace.Pod(ctx, c.admin, "default", "web")
+	must(t, err)
+	stages := map[string]trace.Entry{}
+	for _, e := range tl.Entries {
+		if e.Resource == "pods" {
+			stages[e.Stage] = e
+		}
+	}
+	var text bytes.Buffer
+	must(t, trace.WriteText(&text, tl))
+	out := text.String()
+	cases := []struct {
+		name string
+		ok   bool
+	}{
+		{"no \"no scheduler involved\"", !strings.Contains(out, "no scheduler involved")},
+		{"says what compaction removed", strings.Contains(out, fmt.Sprintf("the store's history before revision %d was compacted: the pod's creation and binding are not in it", at))},
+		{"a binding by the scheduler, from the Scheduled event", stages[trace.StageBound].Component == "default-scheduler" &&
+			strings.Contains(stages[trace.StageBound].Detail, "spec.nodeName=node-1")},
+		{"Running, from the pod's status", stages[trace.StageRunning].Component == "kubelet/node-1" && stages[trace.StageRunning].Revision == 0},
+		{"create -> Running reached", !strings.Contains(out, "create -> Running: not reached") && strings.Contains(out, "create -> Running: ")},
+		{"the Scheduled event kept", strings.Contains(out, "Scheduled")},
+	}
+	for _, c := range cases {
+		if !c.ok {
+			t.Errorf("%s:\n%s", c.name, out)
+		}
 	}
 }
 
