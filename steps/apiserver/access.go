@@ -200,6 +200,23 @@ func (c *Client) Authorize(ctx context.Context, a rbac.Attributes) (rbac.Decisio
 	return d, err
 }
 
+// ReviewReason is the reason an access review (SelfSubjectAccessReview,
+// SubjectAccessReview) reports for d, as kube-apiserver's authorizers give
+// it: the allowing authorizer's reason, or for a refusal the Node
+// authorizer's, if it gave one. kube-apiserver's RBAC authorizer gives no
+// reason for a plain denial (`kubectl auth can-i` prints a bare "no"):
+// what podlab's RBAC explains (what it looked at) stays in the API
+// server's -v log and in podlab's own narration.
+func ReviewReason(d rbac.Decision) string {
+	if d.Allowed {
+		return d.Reason
+	}
+	if i := strings.Index(d.Reason, rbac.NoPolicyMatched); i >= 0 {
+		return strings.TrimSuffix(d.Reason[:i], "; ")
+	}
+	return d.Reason
+}
+
 // review is a decision as an access review reports it: the Node
 // authorizer's, when it allowed or had a reason to refuse and RBAC did not
 // allow either, else RBAC's.
