@@ -36,6 +36,15 @@ func (c *Client) Access(ctx context.Context, verb, resource, subresource, namesp
 			return err
 		}
 		d = dd.review()
+		if c.phases != nil {
+			// the explanation an access review does not carry (see
+			// ReviewReason) is in the narration: the API server's -v log
+			answer := "no"
+			if d.Allowed {
+				answer = "yes"
+			}
+			c.report(Phase{Name: PhaseAuthorization, Plugin: dd.by(), Summary: fmt.Sprintf("access review: may %s %s? %s: %s", verb, res.Name, answer, d.Reason)})
+		}
 		return nil
 	})
 	return u, d, err

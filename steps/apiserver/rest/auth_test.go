@@ -15,7 +15,8 @@ import (
 
 // kubectl auth can-i: a SelfSubjectAccessReview, answered by RBAC.
 func TestSelfSubjectAccessReview(t *testing.T) {
-	l := newLab(t, nil)
+	var log bytes.Buffer
+	l := newLab(t, nil, LogPhases(&log))
 	tests := []struct {
 		name    string
 		user    string
@@ -54,6 +55,10 @@ func TestSelfSubjectAccessReview(t *testing.T) {
 				t.Errorf("reason %q, want none, as kube-apiserver's RBAC gives for a denial", got.Status.Reason)
 			}
 		})
+	}
+	// podlab's explanation of the refusal is in the API server's -v log
+	if want := `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews (viewer): authorization [RBAC]: access review: may create pods? no: no RBAC policy matched: no rule allows user "viewer"`; !strings.Contains(log.String(), want) {
+		t.Errorf("the -v log has no %q:\n%s", want, log.String())
 	}
 	// a SubjectAccessReview of a denial has no reason either
 	sar, err := l.clientset("admin").AuthorizationV1().SubjectAccessReviews().Create(ctx(t), &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
