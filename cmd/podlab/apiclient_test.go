@@ -77,7 +77,7 @@ func TestCommands_ClientsOfTheAPIServerWhenItRuns(t *testing.T) {
 			args:      []string{"--as", "viewer", "auth", "can-i", "create", "pods"},
 			fails:     "exit status 1",
 			inProcess: []string{"no", "(viewer: no RBAC policy matched"},
-			network:   []string{"no", "(viewer: no RBAC policy matched"},
+			network:   []string{"no", "(viewer: no RBAC rule allows it (the API server's -v log says which bindings RBAC looked at))"},
 		},
 		{
 			name:      "auth can-i --list, a SelfSubjectRulesReview",

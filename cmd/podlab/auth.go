@@ -77,7 +77,14 @@ the namespace.
 				return nil
 			}
 			fmt.Fprintln(w, "no")
-			fmt.Fprintf(w, "  (%s: %s)\n", u.Name, d.Reason)
+			reason := d.Reason
+			if reason == "" {
+				// over the network: kube-apiserver's RBAC gives no reason
+				// for a plain denial, and podlab's API server gives none
+				// in the SelfSubjectAccessReview either
+				reason = "no RBAC rule allows it (the API server's -v log says which bindings RBAC looked at)"
+			}
+			fmt.Fprintf(w, "  (%s: %s)\n", u.Name, reason)
 			return cli.Exit("", 1)
 		},
 	}},

@@ -36,6 +36,15 @@ func (c *Client) Access(ctx context.Context, verb, resource, subresource, namesp
 			return err
 		}
 		d = dd.review()
+		if c.phases != nil {
+			// the explanation an access review does not carry (see
+			// ReviewReason) is in the narration: the API server's -v log
+			answer := "no"
+			if d.Allowed {
+				answer = "yes"
+			}
+			c.report(Phase{Name: PhaseAuthorization, Plugin: dd.by(), Summary: fmt.Sprintf("access review: may %s %s? %s: %s", verb, res.Name, answer, d.Reason)})
+		}
 		return nil
 	})
 	return u, d, err
@@ -198,6 +207,23 @@ func (c *Client) Authorize(ctx context.Context, a rbac.Attributes) (rbac.Decisio
 		return nil
 	})
 	return d, err
+}
+
+// ReviewReason is the reason an access review (SelfSubjectAccessReview,
+// SubjectAccessReview) reports for d, as kube-apiserver's authorizers give
+// it: the allowing authorizer's reason, or for a refusal the Node
+// authorizer's, if it gave one. kube-apiserver's RBAC authorizer gives no
+// reason for a plain denial (`kubectl auth can-i` prints a bare "no"):
+// what podlab's RBAC explains (what it looked at) stays in the API
+// server's -v log and in podlab's own narration.
+func ReviewReason(d rbac.Decision) string {
+	if d.Allowed {
+		return d.Reason
+	}
+	if i := strings.Index(d.Reason, rbac.NoPolicyMatched); i >= 0 {
+		return strings.TrimSuffix(d.Reason[:i], "; ")
+	}
+	return d.Reason
 }
 
 // review is a decision as an access review reports it: the Node

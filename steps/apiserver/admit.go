@@ -39,7 +39,7 @@ func (c *Client) admitCreate(tx *store.Tx, u authn.User, res Resource, obj Objec
 	// the mutating plugins; podlab runs it before its defaults, which set
 	// the first status (Pending, the QoS class) where the strategy does,
 	// and LimitRanger computes the QoS class again when it adds resources.
-	if notes := admission.PrepareForCreate(obj, c.s.now()); len(notes) > 0 {
+	if notes := admission.PrepareForCreate(obj, c.now()); len(notes) > 0 {
 		c.phase(PhaseStrategy, "PrepareForCreate", notes, nil)
 	}
 	// Defaulting is not admission: kube-apiserver sets the API's defaults

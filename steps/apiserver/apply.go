@@ -78,7 +78,8 @@ func (c *Client) Apply(ctx context.Context, resource, namespace, name string, da
 		return nil, false, err
 	}
 	c = c.as(opts.FieldManager)
-	err = c.s.update(ctx, func(tx *store.Tx) error {
+	err = c.write(ctx, func(tx *store.Tx) error {
+		obj, created = nil, false
 		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "patch", APIGroup: res.Group, Resource: res.Name, Subresource: opts.Subresource, Namespace: namespace, Name: name}); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -89,8 +90,13 @@ type Client struct {
 	// managedFields (see WithFieldManager).
 	fieldManager string
 	// ctx is the context of the request this client copy serves (see
-	// forRequest): admission webhooks are called with it.
-	ctx context.Context
+	// forRequest): admission webhooks are called with it. calls holds
+	// what they answered, by what they were given (see write); at is the
+	// request's time; plog says each phase once.
+	ctx   context.Context
+	calls map[string]webhookAnswer
+	at    time.Time
+	plog  *phaseLog
 }
 
 var _ Interface = (*Client)(nil)

@@ -82,6 +82,14 @@ func (i *Informer) Run(ctx context.Context, fn func(WatchEvent)) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if IsTooLargeResourceVersion(err) {
+				// a revision the store has not reached (the API server's
+				// store was switched, or restored): list again
+				if err := i.Sync(ctx, fn); err != nil {
+					return err
+				}
+				continue
+			}
 			return fmt.Errorf("watching %s: %w", i.resource, err)
 		}
 		for ev := range w.Events() {
@@ -94,7 +102,7 @@ func (i *Informer) Run(ctx context.Context, fn func(WatchEvent)) error {
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || IsTooLargeResourceVersion(err):
 			if err := i.Sync(ctx, fn); err != nil {
 				return err
 			}

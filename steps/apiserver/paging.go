@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8sstorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/podlab/podlab/steps/store"
 )
@@ -143,7 +144,9 @@ func planList(opts ListOptions, prefix string) (listRead, error) {
 	if opts.Limit > 0 && rv > 0 { // kube's legacy rule: a limit and a resourceVersion read at it
 		return listRead{rev: rv, exact: true}, nil
 	}
-	return listRead{}, nil
+	// a resourceVersion without a match is NotOlderThan: one the store has
+	// not reached is a 504 (after freshWait), not the current state
+	return listRead{minRev: rv}, nil
 }
 
 // at turns the store's answer for a read at a revision into kube's: 410
@@ -164,12 +167,15 @@ func (p listRead) storeError(err error, current int64, prefix string) error {
 }
 
 // tooLargeResourceVersion is kube's 504 for a revision the store has not
-// reached (k8s.io/apiserver/pkg/storage.NewTooLargeResourceVersionError).
+// reached: "Too large resource version: 9, current: 3", with the cause
+// ResourceVersionTooLarge, on which client-go's reflector lists again.
 func tooLargeResourceVersion(want, current int64) error {
-	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, current), 1)
-	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
-	return err
+	return k8sstorage.NewTooLargeResourceVersionError(uint64(want), uint64(max(current, 0)), 1)
 }
+
+// IsTooLargeResourceVersion says err is a 504 for a revision the store
+// has not reached (tooLargeResourceVersion): the client lists again.
+func IsTooLargeResourceVersion(err error) bool { return k8sstorage.IsTooLargeResourceVersion(err) }
 
 // waitForRevision waits, at most freshWait, until the store's revision
 // reaches rev: a NotOlderThan list asked for a revision this process may

@@ -82,7 +82,7 @@ func (c *Client) Patch(ctx context.Context, resource, namespace, name string, pt
 		return nil, err
 	}
 	var out Object
-	err = c.s.update(ctx, func(tx *store.Tx) error {
+	err = c.write(ctx, func(tx *store.Tx) error {
 		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "patch", APIGroup: res.Group, Resource: res.Name, Subresource: opts.Subresource, Namespace: namespace, Name: name}); err != nil {
 			return err
 		}

@@ -287,6 +287,16 @@ func (c *Client) Watch(ctx context.Context, resource, namespace string, opts Lis
 	}
 	prefix := res.Prefix(namespace)
 	sw, err := c.s.store.Watch(ctx, prefix, from)
+	if errors.Is(err, store.ErrBadRevision) {
+		// a revision the store has not reached (a client of another store,
+		// or of this one before a restore): kube's 504, on which client-go's
+		// reflector lists again, as after a 410
+		current, rerr := c.s.store.Revision(ctx)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return nil, tooLargeResourceVersion(from, current)
+	}
 	if err != nil {
 		return nil, storeError(res.GroupResource(), "", err)
 	}

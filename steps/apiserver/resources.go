@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -11,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -135,6 +138,19 @@ func ResourceForKind(gvk schema.GroupVersionKind) (Resource, error) {
 		}
 	}
 	return Resource{}, fmt.Errorf("no kind %q is served by podlab (it serves: %s)", gvk.Kind, resourceNames())
+}
+
+// NotServed is the API server's answer to a request for a resource it
+// does not serve (yet), such as kubectl create configmap's POST to
+// /api/v1/namespaces/default/configmaps: 404 NotFound, as kube-apiserver
+// answers a path it does not serve, but saying that podlab does not serve
+// it and what it serves, as podlab apply says of a kind, rather than
+// kube's bare "the server could not find the requested resource".
+// gr is the resource as the request's path names it: "configmaps", or
+// "daemonsets.apps".
+func NotServed(gr schema.GroupResource) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+		Message: fmt.Sprintf("no resource %q is served by podlab (it serves: %s)", gr.String(), resourceNames())}}
 }
 
 func resourceNames() string {

@@ -111,6 +111,11 @@ func TestServer_Webhooks_MutateAndDeny(t *testing.T) {
 	if want := []string{`mutating admission webhook "team-label.podlab.test"`, `validating admission webhook "deny.podlab.test"`}; strings.Join(order, "|") != strings.Join(want, "|") {
 		t.Errorf("webhook phases %q, want %q", order, want)
 	}
+	// each webhook is called once, though the write's transaction runs
+	// three times (it stops for the mutating, then the validating ones)
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d webhook calls for one create, want 2 (one each)", n)
+	}
 
 	bad := testPod("bad")
 	bad.Labels = map[string]string{"env": "forbidden"}

@@ -51,12 +51,17 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj := in.DeepCopyObject().(Object)
-	if res.Namespaced && obj.GetNamespace() == "" {
-		obj.SetNamespace(DefaultNamespace)
+	input := in.DeepCopyObject().(Object)
+	if res.Namespaced && input.GetNamespace() == "" {
+		input.SetNamespace(DefaultNamespace)
 	}
 	if !res.Namespaced {
-		obj.SetNamespace("")
+		input.SetNamespace("")
+	}
+	// The name is generated once: admission webhooks are given the same
+	// object each time the write's transaction runs (see write).
+	if input.GetName() == "" && input.GetGenerateName() != "" {
+		input.SetName(generateName(input.GetGenerateName()))
 	}
 	u, err := c.authenticate()
 	if err != nil {
@@ -65,8 +70,10 @@ func (c *Client) Create(ctx context.Context, in Object) (Object, error) {
 	// What a create records in managedFields depends on the object alone:
 	// computed here, the field manager's work (a third of a create's CPU)
 	// is not done while the store's lock is held.
-	c.trackCreate(res, obj)
-	err = c.s.update(ctx, func(tx *store.Tx) error {
+	c.trackCreate(res, input)
+	var obj Object
+	err = c.write(ctx, func(tx *store.Tx) error {
+		obj = input.DeepCopyObject().(Object) // admission changes it: each run starts from the input
 		// A create is a POST to the collection: kube-apiserver authorizes it
 		// with no name (so RBAC's resourceNames never match a create, and a
 		// 403 reads "pods is forbidden").
@@ -212,7 +219,7 @@ func (c *Client) update(ctx context.Context, in Object, status bool) (Object, er
 		return nil, err
 	}
 	var out Object
-	err = c.s.update(ctx, func(tx *store.Tx) error {
+	err = c.write(ctx, func(tx *store.Tx) error {
 		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "update", APIGroup: res.Group, Resource: res.Name, Subresource: sub, Namespace: ns, Name: in.GetName()}); err != nil {
 			return err
 		}

@@ -65,12 +65,17 @@ func (s *Store) Watch(ctx context.Context, prefix string, afterRev int64) (*Watc
 	if afterRev < 0 {
 		return nil, fmt.Errorf("watching %s from revision %d: %w", prefix, afterRev, ErrBadRevision)
 	}
-	var compacted int64
+	var compacted, current int64
 	if err := s.View(ctx, func(tx *Tx) error {
-		compacted = tx.CompactedRevision()
+		compacted, current = tx.CompactedRevision(), tx.Revision()
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("watching %s: %w", prefix, err)
+	}
+	if afterRev > current {
+		// etcd's answer too (mvcc: required revision is a future revision):
+		// a revision of another store, or of this one before it was restored
+		return nil, fmt.Errorf("watching %s from revision %d: the store is at revision %d: %w", prefix, afterRev, current, ErrBadRevision)
 	}
 	if afterRev < compacted {
 		return nil, fmt.Errorf("watching %s from revision %d: the history was compacted up to revision %d: %w",

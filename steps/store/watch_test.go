@@ -357,3 +357,23 @@ func TestStore_Watch_OneInotifyInstance(t *testing.T) {
 		t.Errorf("%d inotify instances left after every watcher ended, want 0", got)
 	}
 }
+
+// A watch from a revision the store has not reached fails at once with
+// ErrBadRevision, as etcd answers it ("mvcc: required revision is a future
+// revision"), rather than waiting for revisions that may never come (a
+// client of another store, or of this one before it was restored).
+func TestStore_Watch_FutureRevision(t *testing.T) {
+	s, _ := tempStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rev, err := s.Update(ctx, create("/w/a", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Watch(ctx, "/w/", rev+10); !errors.Is(err, ErrBadRevision) {
+		t.Errorf("Watch from revision %d at revision %d: %v, want ErrBadRevision", rev+10, rev, err)
+	}
+	if _, err := s.Watch(ctx, "/w/", rev); err != nil { // the current revision: fine
+		t.Errorf("Watch from the current revision %d: %v", rev, err)
+	}
+}

@@ -100,11 +100,17 @@ func Authorize(p *Policy, a Attributes) Decision {
 	return Decision{Reason: denyReason(p, &a, errs)}
 }
 
+// NoPolicyMatched starts the Reason of every refusal of Authorize: podlab's
+// explanation, for its -v log and its own narration. kube-apiserver's RBAC
+// authorizer gives no reason for a plain denial, so an access review does
+// not report it (see apiserver.ReviewReason).
+const NoPolicyMatched = "no RBAC policy matched"
+
 // denyReason explains a refusal: what was asked, which bindings apply to
 // the user, and which of them reference missing roles.
 func denyReason(p *Policy, a *Attributes, errs []error) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "no RBAC policy matched: no rule allows user %q (groups=%q) to %s",
+	fmt.Fprintf(&b, NoPolicyMatched+": no rule allows user %q (groups=%q) to %s",
 		a.User.Name, a.User.Groups, describeOperation(a))
 	var looked []string
 	visitBindings(p, a.User, a.Namespace, func(bd binding, _ []rbacv1.PolicyRule, _ error) bool {

@@ -15,7 +15,8 @@ import (
 
 // kubectl auth can-i: a SelfSubjectAccessReview, answered by RBAC.
 func TestSelfSubjectAccessReview(t *testing.T) {
-	l := newLab(t, nil)
+	var log bytes.Buffer
+	l := newLab(t, nil, LogPhases(&log))
 	tests := []struct {
 		name    string
 		user    string
@@ -48,7 +49,22 @@ func TestSelfSubjectAccessReview(t *testing.T) {
 			if got.Status.Allowed != tt.allowed {
 				t.Errorf("allowed %v (%s), want %v", got.Status.Allowed, got.Status.Reason, tt.allowed)
 			}
+			// kube-apiserver's RBAC authorizer gives no reason for a plain
+			// denial: kubectl auth can-i prints a bare "no"
+			if !tt.allowed && got.Status.Reason != "" {
+				t.Errorf("reason %q, want none, as kube-apiserver's RBAC gives for a denial", got.Status.Reason)
+			}
 		})
+	}
+	// podlab's explanation of the refusal is in the API server's -v log
+	if want := `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews (viewer): authorization [RBAC]: access review: may create pods? no: no RBAC policy matched: no rule allows user "viewer"`; !strings.Contains(log.String(), want) {
+		t.Errorf("the -v log has no %q:\n%s", want, log.String())
+	}
+	// a SubjectAccessReview of a denial has no reason either
+	sar, err := l.clientset("admin").AuthorizationV1().SubjectAccessReviews().Create(ctx(t), &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: "viewer", Groups: []string{"system:authenticated"}, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "default"}}}, metav1.CreateOptions{})
+	if err != nil || sar.Status.Allowed || sar.Status.Reason != "" {
+		t.Errorf("SubjectAccessReview of viewer creating pods: %+v, %v; want denied with no reason", sar.Status, err)
 	}
 	// anonymous may not even ask
 	code, body, _ := l.do("", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "application/json",
@@ -108,6 +124,28 @@ func TestImpersonation(t *testing.T) {
 			`users "admin" is forbidden: User "viewer" cannot impersonate resource "users" in API group "" at the cluster scope`},
 		{"developer may not impersonate a group", "developer", restclient.ImpersonationConfig{UserName: "developer", Groups: []string{"system:masters"}}, "default",
 			`users "developer" is forbidden: User "developer" cannot impersonate resource "users" in API group "" at the cluster scope`},
+	}
+	// headers that need Impersonate-User, without it: kube-apiserver's 400
+	// (k8s.io/apiserver/pkg/endpoints/filters/impersonation), never ignored
+	bad := []struct {
+		name    string
+		headers []string
+		message string
+	}{
+		{"Impersonate-Group alone", []string{"Impersonate-Group", "system:masters"}, "requested [{Group  system:masters    }] without impersonating a user"},
+		{"Impersonate-Uid alone", []string{"Impersonate-Uid", "1234"}, "requested [{UID  1234  authentication.k8s.io/v1  }] without impersonating a user"},
+		{"Impersonate-Extra-* alone", []string{"Impersonate-Extra-Scopes", "view"}, "requested [{UserExtra  view  authentication.k8s.io/v1  scopes}] without impersonating a user"},
+		{"groups and a uid", []string{"Impersonate-Group", "a", "Impersonate-Group", "b", "Impersonate-Uid", "1"},
+			"requested [{Group  a    } {Group  b    } {UID  1  authentication.k8s.io/v1  }] without impersonating a user"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body, _ := l.do("admin", "GET", "/api/v1/namespaces/default/pods", "", nil, tt.headers...)
+			st := status(t, body)
+			if code != 400 || st.Code != 400 || st.Reason != metav1.StatusReasonBadRequest || st.Message != tt.message {
+				t.Errorf("HTTP %d, Status %d %q %q; want 400 BadRequest %q", code, st.Code, st.Reason, st.Message, tt.message)
+			}
+		})
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -133,7 +136,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	opts = append(opts, apiserver.WithFieldManager(managerOrUserAgent(r.URL.Query().Get("fieldManager"), r.UserAgent())))
 	c := h.s.ClientFor(u, via, opts...)
-	if target, ok := impersonation(r); ok {
+	target, ok, err := impersonation(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if ok {
 		who = u.Name + " as " + target.Name
 		if c, err = c.Impersonate(r.Context(), target, opts...); err != nil {
 			writeError(w, r, err)
@@ -163,14 +171,45 @@ func (h *Handler) authenticate(r *http.Request) (authn.User, string, error) {
 	return authn.Anonymous(), "anonymous", nil
 }
 
-// impersonation reads the Impersonate-User and Impersonate-Group headers.
-func impersonation(r *http.Request) (authn.User, bool) {
+// impersonation reads the Impersonate-* headers. As kube-apiserver's
+// impersonation filter, a request that names groups, a uid or extra
+// fields without Impersonate-User is 400 Bad Request, listing what it
+// asked for in kube's words ("requested [{Group  system:masters    }]
+// without impersonating a user"); nothing is ignored.
+func impersonation(r *http.Request) (authn.User, bool, error) {
 	name := r.Header.Get(authenticationv1.ImpersonateUserHeader)
 	groups := r.Header.Values(authenticationv1.ImpersonateGroupHeader)
-	if name == "" && len(groups) == 0 {
-		return authn.User{}, false
+	uid := r.Header.Get(authenticationv1.ImpersonateUIDHeader)
+	if name == "" {
+		// kube's buildImpersonationRequests: each group, each extra value,
+		// then the uid, as object references
+		var asked []corev1.ObjectReference
+		for _, g := range groups {
+			asked = append(asked, corev1.ObjectReference{Kind: "Group", Name: g})
+		}
+		for header, values := range r.Header {
+			key, ok := strings.CutPrefix(header, authenticationv1.ImpersonateUserExtraHeaderPrefix)
+			if !ok {
+				continue
+			}
+			if k, err := url.PathUnescape(strings.ToLower(key)); err == nil {
+				key = k
+			} else {
+				key = strings.ToLower(key)
+			}
+			for _, v := range values {
+				asked = append(asked, corev1.ObjectReference{Kind: "UserExtra", APIVersion: authenticationv1.SchemeGroupVersion.String(), Name: v, FieldPath: key})
+			}
+		}
+		if uid != "" {
+			asked = append(asked, corev1.ObjectReference{Kind: "UID", Name: uid, APIVersion: authenticationv1.SchemeGroupVersion.String()})
+		}
+		if len(asked) > 0 {
+			return authn.User{}, false, apierrors.NewBadRequest(fmt.Sprintf("requested %v without impersonating a user", asked))
+		}
+		return authn.User{}, false, nil
 	}
-	return authn.User{Name: name, Groups: groups, UID: r.Header.Get(authenticationv1.ImpersonateUIDHeader)}, true
+	return authn.User{Name: name, Groups: groups, UID: uid}, true, nil
 }
 
 // serveNonResource authorizes a path that names no resource and hands it

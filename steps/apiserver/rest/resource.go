@@ -50,7 +50,11 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, c *apise
 		}
 	}
 	res, ok := lookup(info)
-	if !ok || (info.namespace != "" && !res.Namespaced) {
+	if !ok {
+		writeError(w, r, apiserver.NotServed(schema.GroupResource{Group: info.group, Resource: info.resource}))
+		return
+	}
+	if info.namespace != "" && !res.Namespaced {
 		writeError(w, r, errNotFound)
 		return
 	}

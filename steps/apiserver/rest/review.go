@@ -53,7 +53,7 @@ func (h *Handler) accessReview(w http.ResponseWriter, r *http.Request, c *apiser
 				writeError(w, r, err)
 				return
 			}
-			sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: d.Reason}
+			sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: apiserver.ReviewReason(d)}
 			break
 		}
 		// a resource podlab does not serve, "*", or every namespace (-A):
@@ -71,7 +71,7 @@ func (h *Handler) accessReview(w http.ResponseWriter, r *http.Request, c *apiser
 			writeError(w, r, err)
 			return
 		}
-		sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: d.Reason}
+		sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: apiserver.ReviewReason(d)}
 	default:
 		writeError(w, r, apierrors.NewInvalid(schema.GroupKind{Group: "authorization.k8s.io", Kind: "SelfSubjectAccessReview"}, "", field.ErrorList{
 			field.Invalid(field.NewPath("spec", "resourceAttributes"), nil, "exactly one of nonResourceAttributes or resourceAttributes must be specified")}))
@@ -152,6 +152,6 @@ func (h *Handler) subjectAccessReview(w http.ResponseWriter, r *http.Request, c 
 		writeError(w, r, err)
 		return
 	}
-	sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: d.Reason}
+	sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: apiserver.ReviewReason(d)}
 	writeJSON(w, http.StatusCreated, sar)
 }

@@ -80,12 +80,9 @@ const (
 // (what client-go's typed clients send for Kubernetes' own types) is
 // returned as it is, with proto true.
 func readBody(r *http.Request) (data []byte, proto bool, err error) {
-	data, err = io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	data, err = readLimited(r)
 	if err != nil {
-		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("reading the request body: %v", err))
-	}
-	if len(data) > MaxBodyBytes {
-		return nil, false, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes))
+		return nil, false, err
 	}
 	mt := mediaType(r.Header.Get("Content-Type"))
 	switch mt {
@@ -105,11 +102,28 @@ func readBody(r *http.Request) (data []byte, proto bool, err error) {
 // readJSONBody reads a body that is JSON whatever its Content-Type says:
 // a patch.
 func readJSONBody(r *http.Request) ([]byte, error) {
+	return readLimited(r)
+}
+
+// maxDiscardBytes is how much of a body over MaxBodyBytes is read and
+// thrown away before the answer.
+const maxDiscardBytes = 64 << 20
+
+// readLimited reads a request body of at most MaxBodyBytes, as
+// kube-apiserver's handlers do (limitedReadBody); a larger one is 413
+// "Request entity too large: limit is 3145728". The rest of a larger body
+// is read and thrown away (up to maxDiscardBytes) before the answer: a
+// handler that answers before the body is in makes the server reset the
+// stream (HTTP/2: RST_STREAM, which can overtake the answer's DATA frame;
+// HTTP/1.1: the connection is closed), and a client such as curl then
+// sees the 413's headers and no Status.
+func readLimited(r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("reading the request body: %v", err))
 	}
 	if len(data) > MaxBodyBytes {
+		io.Copy(io.Discard, io.LimitReader(r.Body, maxDiscardBytes)) // an error here changes nothing: the answer is 413
 		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes))
 	}
 	return data, nil

@@ -86,7 +86,10 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, c *apiserver.Cli
 		items, opts.ResourceVersion = l.Items, l.ResourceVersion
 	}
 	wt, err := c.Watch(ctx, res.Name, info.namespace, opts)
-	if err != nil && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+	// a compacted revision (410), or one the store has not reached (504,
+	// as etcd3's watcher in kube-apiserver sends it): an ERROR event
+	expired := apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apiserver.IsTooLargeResourceVersion(err)
+	if err != nil && !expired {
 		writeError(w, r, err)
 		return
 	}
@@ -95,7 +98,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, c *apiserver.Cli
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
 	s.flush()
-	if err != nil { // a compacted revision: 200, then one ERROR event
+	if err != nil { // 200, then one ERROR event
 		s.sendError(err)
 		return
 	}
