@@ -491,7 +491,10 @@ func TestMakefile_DemoPackages_Bad(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command(mk, append([]string{"-C", testenv.RepoRoot()}, tt.args...)...)
+			// GO=false and an empty BIN: a make demo that went on would
+			// fail at once rather than build and run the demo for real
+			args := append([]string{"-C", testenv.RepoRoot(), "GO=false", "BIN=" + t.TempDir()}, tt.args...)
+			cmd := exec.Command(mk, args...)
 			cmd.Env = makeEnv("PODLAB_STATE_DIR=" + t.TempDir())
 			out, err := cmd.CombinedOutput()
 			if err == nil {
