@@ -1,13 +1,20 @@
 # podlab: every stage of "kubectl run" done for real, one subcommand per stage.
 #
-#   make demo    install what is missing, build, and run the whole chain
-#                offline with `podlab up`: API server -> store -> scheduler ->
-#                kubelet -> pull -> unpack -> spec -> runc -> Running
-#   make test    install what is missing, build, and run every test (and
-#                every shell block of every lesson)
+#   make demo    install and build only what `podlab up` runs (the Debian
+#                packages that build runc and the demo images, runc, podlab,
+#                the demo images), then run the whole chain offline with
+#                `podlab up`: API server -> store -> scheduler -> kubelet ->
+#                pull -> unpack -> spec -> runc -> Running; it prints each of
+#                its 4 stages with the time it took
+#   make test    install what is missing (every Debian package and tool,
+#                kubectl, etcd, crictl and crane among them), build, and run
+#                every test (and every shell block of every lesson)
 #   make bench   measure podlab against crane, tar, umoci, bare runc and raw
 #                bbolt, the scheduler and pod start-up, and the API server
 #                over HTTPS (README: Performance)
+#   make tools   the tools the lessons, tests and benchmarks run and the demo
+#                does not: kubectl, etcd and etcdctl, crictl, crane (each is a
+#                target of its own: make kubectl, make etcd, ...)
 #
 # Everything podlab makes lives under STATE_DIR: $PODLAB_STATE_DIR when it
 # is set (the state directory podlab itself uses), else /var/lib/podlab as
@@ -30,8 +37,14 @@ CRICTL_VERSION := 1.37.0
 KUBECTL_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(p).gitVersion=$(KUBECTL_VERSION) -X $(p).gitMajor=1 \
 	-X $(p).gitMinor=$(word 2,$(subst ., ,$(KUBECTL_VERSION))) -X $(p).gitTreeState=clean)
-# Debian packages the build, the tests, the lessons (nsenter, ps, python3) and the benchmarks need.
-APT_PACKAGES := libseccomp-dev pkg-config gcc libc6-dev pigz umoci iproute2 curl ca-certificates time util-linux procps python3 openssl containernetworking-plugins iptables \
+# The Debian packages `make demo` needs: gcc, libc6-dev, pkg-config and
+# libseccomp-dev build runc with seccomp (cgo) and the pause image's static
+# program (gcc -static); apt-get and dpkg-deb, which fetch and unpack nginx's
+# packages for its image, are part of every Debian.
+DEMO_APT_PACKAGES := libseccomp-dev pkg-config gcc libc6-dev
+# What the tests, the lessons (nsenter, ps, python3) and the benchmarks add;
+# make deps (make test, make bench) installs both lists.
+TEST_APT_PACKAGES := pigz umoci iproute2 curl ca-certificates time util-linux procps python3 openssl containernetworking-plugins iptables \
 	containerd runsc crun
 
 PODLAB := $(BIN)/podlab --state-dir $(STATE_DIR)
@@ -40,37 +53,69 @@ export PODLAB_DEB_CACHE := $(STATE_DIR)/cache/debs
 export PODLAB_DEMO_IMAGES := $(STATE_DIR)/demo-images
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all deps build images demo demo-run test bench clean
+.PHONY: all deps apt-demo apt tools runc crane kubectl etcd crictl build images demo demo-run test bench clean
 
 all: build
 
-## deps: install what is missing (Debian packages (containerd, runsc and crun among them), runc with the 2025 CVE fixes, crane, kubectl, etcd, etcdctl and crictl)
-deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		if [ "$(UID)" != 0 ]; then echo "missing Debian packages: $$missing (run 'sudo make deps')"; exit 1; fi; \
-		echo "installing $$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
-	@if ! $(BIN)/runc --version 2>/dev/null | grep -q "runc version $(RUNC_VERSION:v%=%)" || \
-	    ! $(BIN)/runc --version 2>/dev/null | grep -q libseccomp; then \
+# apt-install: install those of the Debian packages $(1) that are missing (as root).
+define apt-install
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "Debian packages: all installed ($(strip $(1)))"; exit 0; fi; \
+	if [ "$(UID)" != 0 ]; then echo "missing Debian packages: $$missing (run 'sudo make $@')"; exit 1; fi; \
+	echo "installing Debian packages: $$missing"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null
+endef
+
+## deps: install what is missing for everything (the tests, the lessons, the
+## benchmarks): every Debian package (containerd, runsc and crun among them),
+## runc with the 2025 CVE fixes, and the tools (kubectl, etcd, etcdctl,
+## crictl, crane)
+deps: apt runc tools
+
+## apt-demo: the Debian packages make demo needs; apt: all of them
+apt-demo:
+	$(call apt-install,$(DEMO_APT_PACKAGES))
+apt:
+	$(call apt-install,$(DEMO_APT_PACKAGES) $(TEST_APT_PACKAGES))
+
+## tools: what the lessons, tests and benchmarks run beside podlab and runc
+tools: kubectl etcd crictl crane
+
+## runc: runc $(RUNC_VERSION) with seccomp into bin/ (cgo: needs make apt-demo's packages)
+runc:
+	@if $(BIN)/runc --version 2>/dev/null | grep -q "runc version $(RUNC_VERSION:v%=%)" && \
+	    $(BIN)/runc --version 2>/dev/null | grep -q libseccomp; then \
+		echo "runc $(RUNC_VERSION): in bin/ already"; \
+	else \
 		echo "building runc $(RUNC_VERSION) with seccomp into bin/ (fixes CVE-2025-31133, CVE-2025-52565, CVE-2025-52881)"; \
 		GOBIN=$(BIN) $(GO) install -tags seccomp github.com/opencontainers/runc@$(RUNC_VERSION); \
 	fi
+
+## crane: for make bench (podlab's pull against go-containerregistry's)
+crane:
 	@if [ ! -x $(BIN)/crane ]; then \
 		echo "building crane $(CRANE_VERSION) into bin/ (for make bench)"; \
 		GOBIN=$(BIN) $(GO) install github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION); \
 	fi
+
+## kubectl: the real kubectl at podlab's Kubernetes release (the lessons, the tests)
+kubectl:
 	@if ! $(BIN)/kubectl version --client 2>/dev/null | grep -qx "Client Version: $(KUBECTL_VERSION)"; then \
 		echo "building kubectl $(KUBECTL_VERSION) from k8s.io/kubectl into bin/ (tools/kubectl; about 3.5 minutes on 2 cores)"; \
 		cd tools/kubectl && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(BIN)/kubectl .; \
 	fi
+
+## etcd: etcd and etcdctl (podlab etcd, podlab apiserver --etcd-servers, make test's second pass)
+etcd:
 	@if ! $(BIN)/etcd --version 2>/dev/null | grep -qx "etcd Version: $(ETCD_VERSION)" || \
 	    ! $(BIN)/etcdctl version 2>/dev/null | grep -qx "etcdctl version: $(ETCD_VERSION)"; then \
 		echo "building etcd and etcdctl $(ETCD_VERSION) into bin/ (tools/etcd; about a minute on 2 cores; Debian's 3.4 is too old for Kubernetes v1.37)"; \
 		cd tools/etcd && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/etcd . && \
 		CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3; \
 	fi
+
+## crictl: the CRI's own client (podlab runtime, the lessons from 05 on)
+crictl:
 	@if ! $(BIN)/crictl --version 2>/dev/null | grep -qx "crictl version $(CRICTL_VERSION)"; then \
 		echo "building crictl $(CRICTL_VERSION) into bin/ (sigs.k8s.io/cri-tools; about 30 seconds)"; \
 		GOBIN=$(BIN) CGO_ENABLED=0 $(GO) install -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$(CRICTL_VERSION)" sigs.k8s.io/cri-tools/cmd/crictl@v$(CRICTL_VERSION); \
@@ -78,18 +123,33 @@ deps:
 
 ## build: bin/podlab and bin/podlab-runc (the runtime's per-container part,
 ## the shim and a foreground run, small so that it starts fast: see
-## cmd/podlab-runc), static (no dynamic loader at start); urfave_cli_no_docs
-## drops the CLI library's man-page generator, which every start would pay for
+## cmd/podlab-runc), static (no dynamic loader at start), in one go build
+## (one package graph, both links at once); urfave_cli_no_docs drops the CLI
+## library's man-page generator, which every start would pay for
 build:
-	CGO_ENABLED=0 $(GO) build -tags urfave_cli_no_docs -o $(BIN)/podlab ./cmd/podlab
-	CGO_ENABLED=0 $(GO) build -tags urfave_cli_no_docs -o $(BIN)/podlab-runc ./cmd/podlab-runc
+	CGO_ENABLED=0 $(GO) build -tags urfave_cli_no_docs -o $(BIN)/ ./cmd/podlab ./cmd/podlab-runc
 
-## images: build the demo images (hello, nginx from Debian's packages) into an OCI layout
+## images: build the demo images (hello, nginx from Debian's packages) into an
+## OCI layout; CGO_ENABLED=0 as make build, so that it reuses what that compiled
 images: build
-	$(GO) run ./images/build --out $(STATE_DIR)/demo-images --cache $(PODLAB_DEB_CACHE)
+	CGO_ENABLED=0 $(GO) run ./images/build --out $(STATE_DIR)/demo-images --cache $(PODLAB_DEB_CACHE)
 
-## demo: the runtime half of the chain, offline, through the local registry
-demo: deps build images demo-run
+## demo: what `podlab up` runs, and only that, in 4 stages, each printed with
+## the time it took: the Debian packages the demo needs (DEMO_APT_PACKAGES);
+## runc and podlab, built side by side (make -j2); the demo images (nginx's
+## Debian packages fetched by apt-get download, cached under STATE_DIR); the
+## chain, offline. Each stage is its own make (the targets above), so make -n
+## demo shows what each would run (the + runs this recipe under -n).
+SUBMAKE := $(MAKE) --no-print-directory
+demo:
+	+@t0=$$(date +%s); t=$$t0; \
+	stage() { printf '\n[%s/4] %s\n' "$$1" "$$2"; }; \
+	took() { now=$$(date +%s); printf '[%s/4] done in %ss (%ss since make demo started)\n' "$$1" $$((now-t)) $$((now-t0)); t=$$now; }; \
+	stage 1 "Debian packages: $(DEMO_APT_PACKAGES)" && $(SUBMAKE) apt-demo && took 1 && \
+	stage 2 "runc $(RUNC_VERSION) and podlab, built side by side" && $(SUBMAKE) -j2 runc build && took 2 && \
+	stage 3 "the demo images (nginx from Debian's packages, hello, pause) into $(STATE_DIR)/demo-images" && \
+		$(SUBMAKE) -o build images && took 3 && \
+	stage 4 "podlab up: the chain, offline" && $(SUBMAKE) demo-run && took 4
 
 ## demo-run: podlab up, the chain's 16 steps of a pod done for real, offline:
 ## it serves $(STATE_DIR)/demo-images from an in-process registry

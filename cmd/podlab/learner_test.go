@@ -396,12 +396,7 @@ func TestMakefile_HonoursPodlabStateDir(t *testing.T) {
 				args = append([]string{"-s", "-C", testenv.RepoRoot()}, tt.args...) // run the added target itself
 			}
 			cmd := exec.Command(mk, args...)
-			for _, e := range os.Environ() {
-				if !strings.HasPrefix(e, "PODLAB_") && !strings.HasPrefix(e, "STATE_DIR=") && !strings.HasPrefix(e, "MAKEFLAGS=") {
-					cmd.Env = append(cmd.Env, e)
-				}
-			}
-			cmd.Env = append(cmd.Env, tt.env...)
+			cmd.Env = makeEnv(tt.env...)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("make %s: %v\n%s", strings.Join(tt.args, " "), err, out)
@@ -410,6 +405,106 @@ func TestMakefile_HonoursPodlabStateDir(t *testing.T) {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("make %s lacks %q:\n%s", strings.Join(tt.args, " "), w, out)
 				}
+			}
+		})
+	}
+}
+
+// makeEnv is this process's environment without what would steer the
+// Makefile (PODLAB_*, STATE_DIR, MAKEFLAGS), plus extra.
+func makeEnv(extra ...string) []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "PODLAB_") && !strings.HasPrefix(e, "STATE_DIR=") && !strings.HasPrefix(e, "MAKEFLAGS=") &&
+			!strings.HasPrefix(e, "MAKELEVEL=") && !strings.HasPrefix(e, "MFLAGS=") {
+			env = append(env, e)
+		}
+	}
+	return append(env, extra...)
+}
+
+// TestMakefile_DemoBuildsOnlyWhatUpRuns: make demo installs and builds what
+// podlab up runs (the Debian packages that build runc and the demo images,
+// runc, podlab and podlab-runc, the demo images) and nothing else, in 4
+// numbered stages; kubectl, etcd, etcdctl, crictl, crane and the tests'
+// Debian packages are built by the targets that run them (make test, make
+// bench, make tools), which still build all of them (make -n: what would
+// run, whatever bin/ holds now).
+func TestMakefile_DemoBuildsOnlyWhatUpRuns(t *testing.T) {
+	mk := testenv.LookPath(t, "make")
+	state := t.TempDir()
+	// the tools the demo does not run, as their recipes name them
+	tools := []string{"kubectl", "etcd", "etcdctl", "crictl", "crane"}
+	// Debian packages only the tests, lessons and benchmarks use
+	testPkgs := []string{"umoci", "containerd", "runsc", "crun", "containernetworking-plugins", "python3"}
+	tests := []struct {
+		name        string
+		args        []string
+		want, avoid []string
+	}{
+		{"demo", []string{"demo"},
+			[]string{"[1/4] Debian packages: libseccomp-dev pkg-config gcc libc6-dev", "[2/4] runc v1.5.3 and podlab",
+				"go install -tags seccomp github.com/opencontainers/runc@v1.5.3", "./cmd/podlab ./cmd/podlab-runc",
+				"[3/4] the demo images", "go run ./images/build --out " + state + "/demo-images",
+				"[4/4] podlab up", "podlab --state-dir " + state + " up", "[4/4] done in "},
+			append(append([]string{}, tools...), testPkgs...)},
+		{"test", []string{"test"}, append(append([]string{"go test -count=1 ./...", "runc@v1.5.3"}, tools...), testPkgs...), nil},
+		{"bench", []string{"bench"}, append(append([]string{"-bench", "runc@v1.5.3"}, tools...), testPkgs...), nil},
+		{"tools", []string{"tools"}, tools, []string{"-tags seccomp", "./cmd/podlab"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(mk, append([]string{"-n", "-C", testenv.RepoRoot()}, tt.args...)...)
+			cmd.Env = makeEnv("PODLAB_STATE_DIR=" + state)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("make -n %s: %v\n%s", strings.Join(tt.args, " "), err, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("make -n %s lacks %q:\n%s", strings.Join(tt.args, " "), w, out)
+				}
+			}
+			for _, a := range tt.avoid {
+				// as a word: etcd is not etcdctl, ./cmd/podlab is not ./cmd/podlab-runc
+				if regexp.MustCompile(`(^|[^a-z0-9-])` + regexp.QuoteMeta(a) + `($|[^a-z0-9-])`).MatchString(string(out)) {
+					t.Errorf("make -n %s would install or build %s:\n%s", strings.Join(tt.args, " "), a, out)
+				}
+			}
+		})
+	}
+}
+
+// TestMakefile_DemoPackages_Bad: a learner who is not root and lacks a
+// package the demo needs is told which and what to run; nothing else runs.
+func TestMakefile_DemoPackages_Bad(t *testing.T) {
+	mk := testenv.LookPath(t, "make")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"not root, a package missing", []string{"apt-demo", "UID=1000", "DEMO_APT_PACKAGES=podlab-no-such-package"},
+			"missing Debian packages: podlab-no-such-package (run 'sudo make apt-demo')"},
+		{"make demo stops at its first stage", []string{"demo", "UID=1000", "DEMO_APT_PACKAGES=podlab-no-such-package"},
+			"missing Debian packages: podlab-no-such-package"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// GO=false and an empty BIN: a make demo that went on would
+			// fail at once rather than build and run the demo for real
+			args := append([]string{"-C", testenv.RepoRoot(), "GO=false", "BIN=" + t.TempDir()}, tt.args...)
+			cmd := exec.Command(mk, args...)
+			cmd.Env = makeEnv("PODLAB_STATE_DIR=" + t.TempDir())
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("make %s succeeded:\n%s", strings.Join(tt.args, " "), out)
+			}
+			if !strings.Contains(string(out), tt.want) {
+				t.Errorf("make %s lacks %q:\n%s", strings.Join(tt.args, " "), tt.want, out)
+			}
+			if strings.Contains(string(out), "[2/4]") {
+				t.Errorf("make %s went on past the missing packages:\n%s", strings.Join(tt.args, " "), out)
 			}
 		})
 	}
