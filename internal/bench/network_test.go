@@ -51,6 +51,7 @@ import (
 	"github.com/podlab/podlab/steps/pki"
 	"github.com/podlab/podlab/steps/scheduler"
 	"github.com/podlab/podlab/steps/statedir"
+	"github.com/podlab/podlab/steps/store"
 )
 
 const (
@@ -63,6 +64,8 @@ const (
 	kubectlRounds    = 5
 	kubectlTarget    = time.Second
 	netSchedulerRate = 500.0 // pods/s
+	listPodsHTTPS    = 2000
+	listRounds       = 15
 )
 
 // netLab is a state directory after `podlab init`, and its API server
@@ -74,6 +77,14 @@ type netLab struct {
 }
 
 func startNetLab(b *testing.B, dir string) *netLab {
+	b.Helper()
+	return startNetLabOn(b, dir, false)
+}
+
+// startNetLabOn is startNetLab with the store on a real etcd (bin/etcd,
+// started for the benchmark) when onEtcd is set, as `podlab apiserver
+// --etcd-servers` runs.
+func startNetLabOn(b *testing.B, dir string, onEtcd bool) *netLab {
 	b.Helper()
 	ctx := context.Background()
 	if _, err := apiserver.Init(ctx, dir); err != nil {
@@ -95,7 +106,13 @@ func startNetLab(b *testing.B, dir string) *netLab {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := apiserver.Open(dir)
+	var s *apiserver.Server
+	if onEtcd {
+		e := testenv.Etcd(b)
+		s, err = apiserver.OpenEtcd(ctx, dir, store.EtcdConfig{Endpoints: []string{e.Endpoint}}, nil)
+	} else {
+		s, err = apiserver.Open(dir)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -408,4 +425,39 @@ func BenchmarkNetworkPodStartup(b *testing.B) {
 			ms(loop), startupRounds, startupTarget.Milliseconds(), verdict(loop < startupTarget))
 		b.ReportMetric(ms(loop), "startup-ms")
 	}
+}
+
+// BenchmarkNetworkList: client-go lists listPodsHTTPS pods in one
+// request (what an informer's first list asks), from the API server on
+// the bbolt file and on a real etcd, in alternating rounds; the median of
+// listRounds each.
+func BenchmarkNetworkList(b *testing.B) {
+	labs := []*netLab{startNetLabOn(b, filepath.Join(diskDir(b), "state"), false),
+		startNetLabOn(b, filepath.Join(diskDir(b), "state"), true)}
+	var clients []*kubernetes.Clientset
+	for _, l := range labs {
+		seed(b, l.admin, listPodsHTTPS, func(i int) apiserver.Object { return benchPod(fmt.Sprintf("p%05d", i)) })
+		cs, err := kubernetes.NewForConfig(l.config(b, "admin"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients = append(clients, cs)
+	}
+	list := func(cs *kubernetes.Clientset) func() time.Duration {
+		return func() time.Duration {
+			start := time.Now()
+			l, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+			took := time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(l.Items) != listPodsHTTPS {
+				b.Fatalf("listed %d pods, want %d", len(l.Items), listPodsHTTPS)
+			}
+			return took
+		}
+	}
+	bbolt, etcd, _ := testenv.Paired(b, listRounds, "bbolt-list", "etcd-list", list(clients[0]), list(clients[1]))
+	fmt.Printf("%-50s bbolt %6.1f ms  etcd %6.1f ms (median of %d)\n", fmt.Sprintf("client-go list of %d pods over HTTPS", listPodsHTTPS),
+		ms(bbolt), ms(etcd), listRounds)
 }

@@ -51,7 +51,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *apiserver.Clie
 		writeJSON(w, http.StatusOK, t)
 		return
 	}
-	writeJSON(w, http.StatusOK, list)
+	writeObject(w, http.StatusOK, list, acc)
 }
 
 // typedList puts items in the list type of res (*corev1.PodList...).
