@@ -174,11 +174,14 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 		if plan.rev != 0 {
 			rev = plan.rev
 		}
-		err := tx.ForEachAt(prefix, plan.from, plan.rev, func(kv store.KV) error {
-			if opts.Limit > 0 && sel.empty() && int64(len(raw)) >= opts.Limit {
-				beyond++
-				return nil
-			}
+		// Without a selector, a page reads only its own values and counts
+		// the keys after it; with one, every key is read and matched.
+		page := int64(0)
+		if sel.empty() {
+			page = opts.Limit
+		}
+		var err error
+		beyond, err = tx.PageAt(prefix, plan.from, plan.rev, page, func(kv store.KV) error {
 			raw = append(raw, kv)
 			return nil
 		})
