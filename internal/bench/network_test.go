@@ -66,7 +66,11 @@ const (
 	netSchedulerRate = 500.0             // pods/s
 	listPodsHTTPS    = 2000              // in one namespace,
 	listAllPods      = 3 * listPodsHTTPS // in three
-	listRounds       = 15
+	// kubeList2000 is the fastest a real kube-apiserver v1.37.2 on etcd
+	// 3.6.16 listed the 2,000 pods on this machine, side by side with
+	// podlab (issue 23: 112-125 ms); it is not in this run.
+	kubeList2000 = 112 * time.Millisecond
+	listRounds   = 15
 )
 
 // netLab is a state directory after `podlab init`, and its API server
@@ -474,8 +478,13 @@ func BenchmarkNetworkList(b *testing.B) {
 		}
 	}
 	bbolt, etcd, _ := testenv.Paired(b, listRounds, "bbolt-list", "etcd-list", list(clients[0]), list(clients[1]))
-	fmt.Printf("%-50s bbolt %6.1f ms  etcd %6.1f ms (median of %d)\n", fmt.Sprintf("client-go list of %d pods over HTTPS", listPodsHTTPS),
-		ms(bbolt), ms(etcd), listRounds)
+	ok := max(bbolt, etcd) <= kubeList2000
+	if !ok {
+		b.Errorf("a client-go list of %d pods took %v on bbolt and %v on etcd (median), target at most %v (kube-apiserver's, issue 23)",
+			listPodsHTTPS, bbolt, etcd, kubeList2000)
+	}
+	fmt.Printf("%-50s bbolt %6.1f ms  etcd %6.1f ms (median of %d; target <= %d, kube-apiserver's) %s\n", fmt.Sprintf("client-go list of %d pods over HTTPS", listPodsHTTPS),
+		ms(bbolt), ms(etcd), listRounds, kubeList2000.Milliseconds(), verdict(ok))
 	getAll := func(l *netLab) func() time.Duration {
 		return func() time.Duration {
 			cmd := exec.Command(kubectl, "--kubeconfig", l.layout.Kubeconfig("admin"), "get", "pods", "-A")
