@@ -11,10 +11,13 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
@@ -220,5 +223,63 @@ func TestWatch_Protobuf(t *testing.T) {
 	want := "ADDED a false, ADDED b false, BOOKMARK  true"
 	if strings.Join(got, ", ") != want {
 		t.Errorf("events %q, want %q", strings.Join(got, ", "), want)
+	}
+}
+
+// A list in protobuf is made of the stored bytes of its items (no decode
+// and encode again): decoded, it is the very list the JSON answer holds,
+// items, resourceVersions, continue token and remaining count included,
+// for namespaced and cluster-scoped kinds, one namespace or all, a page or
+// the whole.
+func TestList_ProtobufFromStoredBytes(t *testing.T) {
+	l := newLab(t, nil)
+	for _, n := range []string{"a", "b", "c"} {
+		if code, body, _ := l.do("admin", "POST", "/api/v1/namespaces/default/pods", "application/json", []byte(strings.Replace(podJSON, `"web"}`, `"`+n+`"}`, 1))); code != 201 {
+			t.Fatalf("%d %s", code, body)
+		}
+	}
+	// an update: b's resourceVersion is no longer its creation's
+	if code, body, _ := l.do("admin", "PATCH", "/api/v1/namespaces/default/pods/b", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"x":"y"}}}`)); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	_, first, _ := podList(t, l, "limit=1")
+	tests := []struct{ name, path string }{
+		{"one namespace", "/api/v1/namespaces/default/pods"},
+		{"every namespace", "/api/v1/pods"},
+		{"a first page", "/api/v1/namespaces/default/pods?limit=2"},
+		{"a later page", "/api/v1/namespaces/default/pods?limit=1&continue=" + first.Continue},
+		{"a cluster-scoped kind", "/api/v1/namespaces"},
+		{"an RBAC kind", "/apis/rbac.authorization.k8s.io/v1/clusterroles?limit=3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lists := map[string]runtime.Object{}
+			for _, accept := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
+				code, body, hdr := l.do("admin", "GET", tt.path, "", nil, "Accept", accept)
+				if code != 200 || hdr.Get("Content-Type") != accept {
+					t.Fatalf("%s: %d %s: %.200q", accept, code, hdr.Get("Content-Type"), body)
+				}
+				obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", accept, err)
+				}
+				// items in protobuf carry no kind (neither do kube's)
+				obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+				meta.EachListItem(obj, func(o runtime.Object) error {
+					o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+					return nil
+				})
+				lists[accept] = obj
+			}
+			j, p := lists["application/json"], lists["application/vnd.kubernetes.protobuf"]
+			if !apiequality.Semantic.DeepEqual(j, p) {
+				t.Errorf("the protobuf list is not the JSON one:\n%s", diff.Diff(j, p))
+			}
+			if items, _ := meta.ExtractList(p); len(items) == 0 {
+				t.Errorf("an empty list")
+			} else if m, _ := meta.Accessor(items[0]); m.GetResourceVersion() == "" || m.GetName() == "" {
+				t.Errorf("the first item has name %q, resourceVersion %q", m.GetName(), m.GetResourceVersion())
+			}
+		})
 	}
 }
