@@ -141,65 +141,19 @@ func (s selector) matches(obj Object) bool {
 
 // List implements Interface.
 func (c *Client) List(ctx context.Context, resource, namespace string, opts ListOptions) (*List, error) {
-	res, namespace, err := c.target(resource, namespace, true)
-	if err != nil {
-		return nil, err
-	}
-	sel, err := parseSelectors(res, opts)
-	if err != nil {
-		return nil, err
-	}
-	prefix := res.Prefix(namespace)
-	plan, err := planList(opts, prefix)
-	if err != nil {
-		return nil, err
-	}
-	u, err := c.authenticate()
-	if err != nil {
-		return nil, err
-	}
-	if plan.minRev > 0 {
-		if err := c.s.waitForRevision(ctx, plan.minRev); err != nil {
-			return nil, err
-		}
-	}
-	var raw []store.KV
-	var rev int64
-	var beyond int64 // keys after the page, counted, not read (no selector)
-	err = c.s.store.View(ctx, func(tx *store.Tx) error {
-		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "list", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, FieldSelector: sel.fields.Requirements()}); err != nil {
-			return err
-		}
-		rev = tx.Revision()
-		if plan.rev != 0 {
-			rev = plan.rev
-		}
-		err := tx.ForEachAt(prefix, plan.from, plan.rev, func(kv store.KV) error {
-			if opts.Limit > 0 && sel.empty() && int64(len(raw)) >= opts.Limit {
-				beyond++
-				return nil
-			}
-			raw = append(raw, kv)
-			return nil
-		})
-		if err != nil {
-			return plan.storeError(err, tx.Revision(), prefix)
-		}
-		return nil
-	})
+	r, err := c.readList(ctx, resource, namespace, opts)
 	if err != nil {
 		return nil, err
 	}
 	// Decode outside the transaction, so the store's lock is held only
 	// for the read itself.
-	items, err := decodeAll(ctx, res, raw, sel)
+	items, err := decodeAll(ctx, r.res, r.raw, r.sel)
 	if err != nil {
 		return nil, err
 	}
-	if c.phases != nil {
-		c.report(Phase{Name: PhaseStorage, Plugin: c.s.storagePlugin(), Summary: fmt.Sprintf("listed %d keys under %s at revision %d, %d match", len(raw), prefix, rev, len(items))})
-	}
-	l := &List{Items: items, ResourceVersion: strconv.FormatInt(rev, 10)}
+	c.reportList(r, len(items))
+	l := &List{Items: items, ResourceVersion: strconv.FormatInt(r.rev, 10)}
+	beyond := r.beyond
 	if opts.Limit > 0 && (beyond > 0 || int64(len(items)) > opts.Limit) {
 		if int64(len(items)) > opts.Limit {
 			beyond = 0 // with a selector: more match, how many is not counted (as kube)
@@ -208,9 +162,144 @@ func (c *Client) List(ctx context.Context, resource, namespace string, opts List
 			l.RemainingItemCount = &beyond
 		}
 		last := l.Items[len(l.Items)-1]
-		l.Continue = encodeContinue(res.Key(last.GetNamespace(), last.GetName())+"\x00", prefix, rev)
+		l.Continue = encodeContinue(r.res.Key(last.GetNamespace(), last.GetName())+"\x00", r.prefix, r.rev)
 	}
 	return l, nil
+}
+
+// StoredList is a list whose items are as the store holds them, not
+// decoded: what an answer in protobuf is made of (kube-apiserver's watch
+// cache keeps each object's serialization for the same reason).
+type StoredList struct {
+	Items           []StoredItem
+	ResourceVersion string
+	// Continue and RemainingItemCount are List's.
+	Continue           string
+	RemainingItemCount *int64
+}
+
+// StoredItem is one object of a StoredList: its protobuf, as stored (its
+// resourceVersion, which is not stored, left out), and its
+// resourceVersion.
+type StoredItem struct {
+	Protobuf        []byte
+	ResourceVersion string
+}
+
+// ListStored is List without decoding, for a list without selectors (a
+// selector must look into each object: use List). It checks and reads as
+// List does.
+func (c *Client) ListStored(ctx context.Context, resource, namespace string, opts ListOptions) (*StoredList, error) {
+	if opts.LabelSelector != "" || opts.FieldSelector != "" {
+		return nil, fmt.Errorf("listing %s as stored: a selector needs the objects decoded (use List)", resource)
+	}
+	r, err := c.readList(ctx, resource, namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	l := &StoredList{Items: make([]StoredItem, len(r.raw)), ResourceVersion: strconv.FormatInt(r.rev, 10)}
+	for i, kv := range r.raw {
+		raw, gvk, err := unwrap(kv.Value)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s: decoding a stored %s: %w", kv.Key, r.res.Kind, err)
+		case gvk.Empty(): // JSON, as podlab stored before it stored protobuf
+			obj, err := decode(r.res, kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", kv.Key, err)
+			}
+			obj.SetResourceVersion("")
+			p := obj.(protoObject)
+			raw = make([]byte, p.Size())
+			n, err := p.MarshalTo(raw)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", kv.Key, err)
+			}
+			raw = raw[:n]
+		case gvk.Kind != r.res.Kind || gvk.GroupVersion() != r.res.GroupVersion():
+			return nil, fmt.Errorf("%s: the value holds a %s %s, not a %s", kv.Key, gvk.GroupVersion(), gvk.Kind, r.res.Kind)
+		}
+		l.Items[i] = StoredItem{Protobuf: raw, ResourceVersion: strconv.FormatInt(kv.ModRevision, 10)}
+	}
+	c.reportList(r, len(r.raw))
+	if opts.Limit > 0 && r.beyond > 0 {
+		beyond := r.beyond
+		l.RemainingItemCount = &beyond
+		l.Continue = encodeContinue(r.raw[len(r.raw)-1].Key+"\x00", r.prefix, r.rev)
+	}
+	return l, nil
+}
+
+// readRaw is a list as readList read it from the store: the stored
+// values of its keys (a page of them without a selector), at revision rev.
+type readRaw struct {
+	res    Resource
+	prefix string
+	sel    selector
+	raw    []store.KV
+	rev    int64
+	beyond int64 // keys after the page, counted, not read (no selector)
+}
+
+// readList checks a list's options and the user's right to list, and
+// reads the stored values.
+func (c *Client) readList(ctx context.Context, resource, namespace string, opts ListOptions) (readRaw, error) {
+	var r readRaw
+	res, namespace, err := c.target(resource, namespace, true)
+	if err != nil {
+		return r, err
+	}
+	sel, err := parseSelectors(res, opts)
+	if err != nil {
+		return r, err
+	}
+	prefix := res.Prefix(namespace)
+	plan, err := planList(opts, prefix)
+	if err != nil {
+		return r, err
+	}
+	u, err := c.authenticate()
+	if err != nil {
+		return r, err
+	}
+	if plan.minRev > 0 {
+		if err := c.s.waitForRevision(ctx, plan.minRev); err != nil {
+			return r, err
+		}
+	}
+	r = readRaw{res: res, prefix: prefix, sel: sel}
+	err = c.s.store.View(ctx, func(tx *store.Tx) error {
+		if _, err := c.authorize(tx, rbac.Attributes{User: u, Verb: "list", APIGroup: res.Group, Resource: res.Name, Namespace: namespace, FieldSelector: sel.fields.Requirements()}); err != nil {
+			return err
+		}
+		r.rev = tx.Revision()
+		if plan.rev != 0 {
+			r.rev = plan.rev
+		}
+		// Without a selector, a page reads only its own values and counts
+		// the keys after it; with one, every key is read and matched.
+		page := int64(0)
+		if sel.empty() {
+			page = opts.Limit
+		}
+		var err error
+		r.beyond, err = tx.PageAt(prefix, plan.from, plan.rev, page, func(kv store.KV) error {
+			r.raw = append(r.raw, kv)
+			return nil
+		})
+		if err != nil {
+			return plan.storeError(err, tx.Revision(), prefix)
+		}
+		return nil
+	})
+	return r, err
+}
+
+// reportList narrates a list's storage phase.
+func (c *Client) reportList(r readRaw, matched int) {
+	if c.phases != nil {
+		c.report(Phase{Name: PhaseStorage, Plugin: c.s.storagePlugin(), Summary: fmt.Sprintf("listed %d keys under %s at revision %d, %d match", len(r.raw), r.prefix, r.rev, matched)})
+	}
 }
 
 // decodeAll decodes stored objects and keeps those sel matches, in key

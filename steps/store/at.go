@@ -22,29 +22,52 @@ import (
 // CompactedRevision to Revision can be read; an older one fails with
 // ErrCompacted, a later one with ErrBadRevision.
 func (tx *Tx) ForEachAt(prefix, from string, rev int64, fn func(KV) error) error {
+	_, err := tx.PageAt(prefix, from, rev, 0, fn)
+	return err
+}
+
+// PageAt is ForEachAt for the first limit keys only (0: all of them), a
+// page of a list: fn gets at most limit keys, and remaining counts the
+// keys after them, whose values are not read. etcd's range read with a
+// limit answers the same (its count is the whole range's), and
+// kube-apiserver reads each page of a list that way: a page of 500 of
+// 6,000 pods reads 500 values, not the 6,000 - (page - 1) x 500 left.
+func (tx *Tx) PageAt(prefix, from string, rev, limit int64, fn func(KV) error) (remaining int64, err error) {
 	if err := checkKey(prefix); err != nil {
-		return fmt.Errorf("listing %q: %w", prefix, err)
+		return 0, fmt.Errorf("listing %q: %w", prefix, err)
+	}
+	if limit < 0 {
+		return 0, fmt.Errorf("listing %s: a page of %d keys", prefix, limit)
 	}
 	if tx.e != nil {
 		if rev < 0 {
-			return fmt.Errorf("listing %s at revision %d: %w", prefix, rev, ErrBadRevision)
+			return 0, fmt.Errorf("listing %s at revision %d: %w", prefix, rev, ErrBadRevision)
 		}
-		kvs, err := tx.e.rangeAt(prefix, from, rev, false)
+		kvs, remaining, err := tx.e.pageAt(prefix, from, rev, limit)
 		if err != nil {
-			return fmt.Errorf("listing %s at revision %d: %w", prefix, rev, err)
+			return 0, fmt.Errorf("listing %s at revision %d: %w", prefix, rev, err)
 		}
 		for _, kv := range kvs {
 			if err := fn(kv); err != nil {
-				return err
+				return 0, err
 			}
 		}
-		return nil
+		return remaining, nil
 	}
 	switch {
 	case rev < 0 || rev > tx.rev:
-		return fmt.Errorf("listing %s at revision %d: the store is at revision %d: %w", prefix, rev, tx.rev, ErrBadRevision)
+		return 0, fmt.Errorf("listing %s at revision %d: the store is at revision %d: %w", prefix, rev, tx.rev, ErrBadRevision)
 	case rev != 0 && rev < tx.compacted:
-		return fmt.Errorf("listing %s at revision %d: compacted up to %d: %w", prefix, rev, tx.compacted, ErrCompacted)
+		return 0, fmt.Errorf("listing %s at revision %d: compacted up to %d: %w", prefix, rev, tx.compacted, ErrCompacted)
+	}
+	var n int64 // keys given to fn
+	emit := func(kv KV) error {
+		if limit > 0 && n >= limit {
+			remaining++
+			return nil
+		}
+		n++
+		return fn(kv)
 	}
 	if from < prefix {
 		from = prefix
@@ -55,7 +78,7 @@ func (tx *Tx) ForEachAt(prefix, from string, rev int64, fn func(KV) error) error
 		for k, v := c.Seek(revKey(rev+1, 0)); k != nil; k, v = c.Next() {
 			rec, ok := parseRecord(v)
 			if !ok {
-				return fmt.Errorf("listing %s at revision %d: corrupt store: the record at revision %d is truncated", prefix, rev, revisionOf(k))
+				return 0, fmt.Errorf("listing %s at revision %d: corrupt store: the record at revision %d is truncated", prefix, rev, revisionOf(k))
 			}
 			key := string(rec.key)
 			if _, seen := then[key]; seen || !strings.HasPrefix(key, prefix) || key < from {
@@ -67,7 +90,7 @@ func (tx *Tx) ForEachAt(prefix, from string, rev int64, fn func(KV) error) error
 			}
 			kv, err := tx.replaced(key, rec)
 			if err != nil {
-				return fmt.Errorf("listing %s at revision %d: %w", prefix, rev, err)
+				return 0, fmt.Errorf("listing %s at revision %d: %w", prefix, rev, err)
 			}
 			then[key] = &kv
 		}
@@ -86,32 +109,36 @@ func (tx *Tx) ForEachAt(prefix, from string, rev int64, fn func(KV) error) error
 	for k, v := c.Seek([]byte(from)); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 		key := string(k)
 		for len(old) > 0 && old[0].Key < key {
-			if err := fn(old[0]); err != nil {
-				return err
+			if err := emit(old[0]); err != nil {
+				return 0, err
 			}
 			old = old[1:]
 		}
 		if _, changed := then[key]; changed {
 			continue
 		}
+		if limit > 0 && n >= limit {
+			remaining++ // counted, its value not read
+			continue
+		}
 		kr, err := decodeKeyRecord(key, v)
 		if err != nil {
-			return fmt.Errorf("listing %s: %w", prefix, err)
+			return 0, fmt.Errorf("listing %s: %w", prefix, err)
 		}
 		rec, err := tx.valueOf(key, kr, values)
 		if err != nil {
-			return fmt.Errorf("listing %s: %w", prefix, err)
+			return 0, fmt.Errorf("listing %s: %w", prefix, err)
 		}
-		if err := fn(kr.kv(key, rec.value)); err != nil {
-			return err
+		if err := emit(kr.kv(key, rec.value)); err != nil {
+			return 0, err
 		}
 	}
 	for _, kv := range old {
-		if err := fn(kv); err != nil {
-			return err
+		if err := emit(kv); err != nil {
+			return 0, err
 		}
 	}
-	return nil
+	return remaining, nil
 }
 
 // replaced reads the value that rec (a Modified or Deleted record of key)

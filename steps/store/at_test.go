@@ -96,3 +96,65 @@ func TestTx_ForEachAt(t *testing.T) {
 		}
 	}
 }
+
+// pageAt reads a page of at most limit keys, as "key=value", and the count
+// of the keys after it.
+func pageAt(s *Store, prefix, from string, rev, limit int64) (string, int64, error) {
+	var got []string
+	var remaining int64
+	err := s.View(context.Background(), func(tx *Tx) error {
+		var err error
+		remaining, err = tx.PageAt(prefix, from, rev, limit, func(kv KV) error {
+			got = append(got, fmt.Sprintf("%s=%s", strings.TrimPrefix(kv.Key, prefix), kv.Value))
+			return nil
+		})
+		return err
+	})
+	return strings.Join(got, " "), remaining, err
+}
+
+// testPageAt: a page of a list holds at most limit keys, now or at an
+// older revision, and counts the keys after it (what kube's
+// remainingItemCount says).
+func testPageAt(t *testing.T, s *Store) {
+	const p = "/registry/p/"
+	r1 := update(t, s, create(p+"a", "a1"), create(p+"b", "b1"), create(p+"c", "c1"), create(p+"d", "d1"), create("/registry/q", "o"))
+	update(t, s, put(p+"b", "b2", 0), del(p+"c", 0), create(p+"e", "e1"))
+	tests := []struct {
+		name      string
+		from      string
+		rev       int64
+		limit     int64
+		want      string
+		remaining int64
+	}{
+		{"a page of 2 now", "", 0, 2, "a=a1 b=b2", 2},
+		{"the next page", p + "b\x00", 0, 2, "d=d1 e=e1", 0},
+		{"a page larger than what is left", p + "c", 0, 10, "d=d1 e=e1", 0},
+		{"no limit", "", 0, 0, "a=a1 b=b2 d=d1 e=e1", 0},
+		{"a page of 1 at an older revision", "", r1, 1, "a=a1", 3},
+		{"the next page there: a value replaced since, a key deleted since", p + "a\x00", r1, 2, "b=b1 c=c1", 1},
+		{"the last page there", p + "c\x00", r1, 2, "d=d1", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, remaining, err := pageAt(s, p, tt.from, tt.rev, tt.limit)
+			if err != nil || got != tt.want || remaining != tt.remaining {
+				t.Errorf("got %q and %d more, %v; want %q and %d more", got, remaining, err, tt.want, tt.remaining)
+			}
+		})
+	}
+	if _, _, err := pageAt(s, p, "", 0, -1); err == nil {
+		t.Errorf("a page of -1 keys: no error")
+	}
+}
+
+func TestTx_PageAt(t *testing.T) {
+	s, _ := tempStore(t)
+	testPageAt(t, s)
+}
+
+func TestEtcd_PageAt(t *testing.T) {
+	s, _ := etcdStore(t)
+	testPageAt(t, s)
+}

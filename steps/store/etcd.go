@@ -450,6 +450,45 @@ func (e *etcdTx) overlay(prefix, from string, out []KV, on bool) []KV {
 	return out
 }
 
+// pageAt reads at most limit keys (0: all) under prefix from from on, at
+// rev (0: the snapshot), in one range read with a limit: etcd answers the
+// count of the whole range with it, so the keys after the page are counted
+// without being sent.
+func (e *etcdTx) pageAt(prefix, from string, rev, limit int64) ([]KV, int64, error) {
+	if limit == 0 {
+		kvs, err := e.rangeAt(prefix, from, rev, false)
+		return kvs, 0, err
+	}
+	ep, err := e.b.key(prefix)
+	if err != nil {
+		return nil, 0, err
+	}
+	start := ep
+	if from > prefix {
+		if start, err = e.b.key(from); err != nil {
+			return nil, 0, err
+		}
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(ep)), clientv3.WithLimit(limit)}
+	if rev != 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	} else {
+		opts = append(opts, e.at()...)
+	}
+	resp, err := e.b.cli.Get(e.ctx, start, opts...)
+	if err != nil {
+		return nil, 0, etcdError(err)
+	}
+	if rev == 0 {
+		e.learn(resp.Header)
+	}
+	out := make([]KV, 0, len(resp.Kvs))
+	for _, k := range resp.Kvs {
+		out = append(out, e.b.kv(k))
+	}
+	return out, resp.Count - int64(len(out)), nil
+}
+
 // prefetch reads keys and prefixes at the snapshot in one round trip (a
 // transaction of reads), for get and forEach to serve later.
 func (e *etcdTx) prefetch(keys, prefixes []string) error {

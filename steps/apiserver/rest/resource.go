@@ -97,8 +97,8 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, c *apise
 		writeError(w, r, err)
 		return
 	}
-	if acc.table && info.subresource != "" {
-		acc = accept{}
+	if info.subresource != "" {
+		acc.table = false
 	}
 	// an admission webhook's warnings reach the client as Warning headers,
 	// as kube-apiserver sends them
@@ -134,7 +134,7 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, c *apise
 			code = http.StatusCreated
 		}
 	case r.Method == http.MethodDelete && info.name == "" && info.subresource == "":
-		h.deleteCollection(w, r, c, res, info)
+		h.deleteCollection(w, r, c, res, info, acc)
 		return
 	case r.Method == http.MethodDelete && info.name != "" && info.subresource == "":
 		obj, code, err = h.delete(w, r, c, res, info)
@@ -150,7 +150,7 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, c *apise
 		writeError(w, r, err)
 		return
 	}
-	h.writeObject(w, r, code, obj, acc)
+	h.writeResult(w, r, code, obj, acc)
 }
 
 // subresourceServed: which subresources each resource has.
@@ -176,9 +176,9 @@ func methodNotSupported(res apiserver.Resource, info requestInfo, method string)
 	return apierrors.NewMethodNotSupported(gr, strings.ToLower(method))
 }
 
-// writeObject answers one object, as a Table when the client asked for
+// writeResult answers one object, as a Table when the client asked for
 // one.
-func (h *Handler) writeObject(w http.ResponseWriter, r *http.Request, code int, obj apiserver.Object, acc accept) {
+func (h *Handler) writeResult(w http.ResponseWriter, r *http.Request, code int, obj apiserver.Object, acc accept) {
 	if acc.table {
 		t, err := h.tables.ConvertToTable(r.Context(), obj, acc.includeObject)
 		if err != nil {
@@ -188,7 +188,7 @@ func (h *Handler) writeObject(w http.ResponseWriter, r *http.Request, code int, 
 		writeJSON(w, code, t)
 		return
 	}
-	writeJSON(w, code, obj)
+	writeObject(w, code, obj, acc)
 }
 
 // decodeObject decodes a request body into a new object of res, as
@@ -390,7 +390,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, c *apiserver.Cl
 // on a collection, client-go's DeleteCollection) and answers, as
 // kube-apiserver does, the list of the deleted objects (a PodList...),
 // each as its delete left it.
-func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, c *apiserver.Client, res apiserver.Resource, info requestInfo) {
+func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, c *apiserver.Client, res apiserver.Resource, info requestInfo, acc accept) {
 	if res.Namespaced && info.namespace == "" {
 		writeError(w, r, methodNotSupported(res, info, r.Method))
 		return
@@ -414,7 +414,7 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, c *ap
 	}
 	lm, _ := meta.ListAccessor(list)
 	lm.SetResourceVersion(l.ResourceVersion)
-	writeJSON(w, http.StatusOK, list)
+	writeObject(w, http.StatusOK, list, acc)
 }
 
 // deleteOptions reads a delete's options from its body (a DeleteOptions)

@@ -15,7 +15,10 @@ import (
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 )
 
@@ -55,6 +58,30 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 func writeStatus(w http.ResponseWriter, code int, st metav1.Status) {
 	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
 	writeJSON(w, code, &st)
+}
+
+// writeObject answers an object of Kubernetes' API (a Pod, a PodList...)
+// in the encoding the client accepted: protobuf, as kube-apiserver's
+// protobuf serializer writes it ("k8s\x00", then a runtime.Unknown naming
+// the kind around the object's protobuf), or JSON.
+func writeObject(w http.ResponseWriter, code int, obj runtime.Object, acc accept) {
+	if !acc.protobuf {
+		writeJSON(w, code, obj)
+		return
+	}
+	if obj.GetObjectKind().GroupVersionKind().Empty() {
+		if gvks, _, err := scheme.Scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
+			obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+		}
+	}
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(obj, &buf); err != nil {
+		writeJSON(w, http.StatusInternalServerError, apierrors.NewInternalError(fmt.Errorf("encoding the response in protobuf: %w", err)).ErrStatus)
+		return
+	}
+	w.Header().Set("Content-Type", mediaProtobuf)
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -149,12 +176,17 @@ func mediaType(header string) string {
 type accept struct {
 	table         bool   // a meta.k8s.io/v1 Table
 	includeObject string // the Table's includeObject parameter
+	// protobuf: the object in protobuf (application/vnd.kubernetes.protobuf),
+	// what client-go's typed clients ask for first
+	protobuf bool
 }
 
 // negotiate reads the Accept header: a Table when the client asks for one
-// first and a TableConvertor is set, otherwise JSON when the client takes
-// it; 406 Not Acceptable, in kube's words, when it takes nothing podlab
-// serves (protobuf, CBOR only).
+// first and a TableConvertor is set, protobuf when the client asks for it
+// first (client-go's typed clients: "application/vnd.kubernetes.protobuf,
+// application/json"), otherwise JSON when the client takes it; 406 Not
+// Acceptable, in kube's words, when it takes nothing podlab serves (CBOR
+// only, a Table in protobuf).
 func negotiate(r *http.Request, tables bool) (accept, error) {
 	header := r.Header.Get("Accept")
 	if header == "" {
@@ -167,6 +199,11 @@ func negotiate(r *http.Request, tables bool) (accept, error) {
 		}
 		switch mt {
 		case "application/json", "application/*", "*/*":
+		case mediaProtobuf:
+			if params["as"] == "" {
+				return accept{protobuf: true}, nil
+			}
+			continue
 		default:
 			continue
 		}
@@ -186,7 +223,7 @@ func negotiate(r *http.Request, tables bool) (accept, error) {
 		}
 	}
 	return accept{}, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schema.GroupResource{}, "",
-		"only the following media types are accepted: application/json", 0, false)
+		"only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf", 0, false)
 }
 
 // tableOptions reads the Table's options from the query, not from the

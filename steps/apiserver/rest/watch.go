@@ -1,18 +1,23 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/podlab/podlab/steps/apiserver"
 )
@@ -93,8 +98,16 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, c *apiserver.Cli
 		writeError(w, r, err)
 		return
 	}
+	if acc.table {
+		acc.protobuf = false
+	}
 	s := &stream{w: w, h: h, ctx: ctx, acc: acc}
-	w.Header().Set("Content-Type", "application/json")
+	if acc.protobuf {
+		s.frames = protobuf.LengthDelimitedFramer.NewFrameWriter(w)
+		w.Header().Set("Content-Type", mediaProtobuf+";stream=watch")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
 	s.flush()
@@ -156,6 +169,11 @@ type stream struct {
 	// kube-apiserver leaves them out of the rest (TableOptions.NoHeaders),
 	// so `kubectl get -w` prints its header once.
 	columnsSent bool
+	// frames writes a protobuf watch (acc.protobuf): each event a
+	// metav1.WatchEvent in protobuf, its object encoded as a protobuf
+	// response is ("k8s\x00" and a runtime.Unknown), behind its length in
+	// 4 bytes, as kube-apiserver frames application/vnd.kubernetes.protobuf;stream=watch
+	frames io.Writer
 }
 
 func (s *stream) flush() {
@@ -165,11 +183,36 @@ func (s *stream) flush() {
 }
 
 func (s *stream) write(ev watchEvent) error {
+	if s.frames != nil {
+		return s.writeFrame(ev)
+	}
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
 	if _, err := s.w.Write(append(data, '\n')); err != nil {
+		return err // the client went away
+	}
+	s.flush()
+	return nil
+}
+
+// writeFrame writes one event of a protobuf watch.
+func (s *stream) writeFrame(ev watchEvent) error {
+	obj, ok := ev.Object.(runtime.Object)
+	if !ok {
+		return fmt.Errorf("a %T in a protobuf watch", ev.Object)
+	}
+	var raw bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(obj, &raw); err != nil {
+		return fmt.Errorf("encoding a watch event in protobuf: %w", err)
+	}
+	we := metav1.WatchEvent{Type: ev.Type, Object: runtime.RawExtension{Raw: raw.Bytes()}}
+	data, err := we.Marshal()
+	if err != nil {
+		return fmt.Errorf("encoding a watch event in protobuf: %w", err)
+	}
+	if _, err := s.frames.Write(data); err != nil {
 		return err // the client went away
 	}
 	s.flush()
@@ -196,6 +239,7 @@ func (s *stream) send(typ string, obj apiserver.Object) error {
 // the annotation k8s.io/initial-events-end.
 func (s *stream) bookmark(res apiserver.Resource, rv string, initialEnd bool) error {
 	o := res.New()
+	o.GetObjectKind().SetGroupVersionKind(res.GroupVersion().WithKind(res.Kind))
 	o.SetResourceVersion(rv)
 	if initialEnd {
 		o.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
