@@ -73,6 +73,8 @@ func TestKubelet_Run_SandboxFailureBacksOff(t *testing.T) {
 		t.Errorf("after 9.5s: %d FailedCreatePodSandBox events (by count), %d sandbox attempts; want 1 and 1 (the next after 10-15s)", n, a)
 	}
 	waitFor(t, 10*time.Second, "the FailedCreatePodSandBox count rising to 2", func() bool { return count() >= 2 })
+	// the stage's report comes after its event is written
+	waitFor(t, 2*time.Second, "the second sandbox attempt's report", func() bool { return len(tried()) >= 2 })
 	a := tried()
 	if len(a) != 2 {
 		t.Fatalf("%d sandbox attempts, want 2", len(a))

@@ -63,33 +63,42 @@ type outcome struct {
 	panic *ApplyPanic
 }
 
-// chrootThread locks its goroutine to a thread, chroots that thread into
-// rootfs and runs apply there. The thread is never unlocked: when the
-// goroutine returns, the runtime ends the thread, and its root directory
-// with it.
+// chrootThread chroots a thread of its own (throwawayThread) into rootfs
+// and runs apply there.
+func chrootThread(rootfs string, apply func(root string) error, done chan<- outcome) {
+	throwawayThread(func() {
+		var o outcome
+		defer func() {
+			if p := recover(); p != nil {
+				o = outcome{panic: &ApplyPanic{Value: p, Stack: debug.Stack()}}
+			}
+			done <- o
+		}()
+		o.err = applyChrooted(rootfs, apply)
+	})
+}
+
+// throwawayThread runs f on a thread locked to it and never unlocked, for
+// work that changes what the thread sees (its root directory, its mount
+// namespace): when f returns, the Go runtime ends the thread, and what f
+// changed ends with it. It must return before the caller reads f's result.
 //
 // Never the main thread, though. Go does not end the main thread (it parks
-// it for good), and the kernel shows the main thread's root to the whole
-// process in /proc/self (mountinfo lists only the mounts under it). On the
-// main thread, chrootThread holds it, so that a second goroutine gets
-// another thread, and does the work there.
-func chrootThread(rootfs string, apply func(root string) error, done chan<- outcome) {
+// it for good), and the kernel shows the main thread's root and mount
+// namespace to the whole process in /proc/self (mountinfo lists only its
+// mounts: moby's mountinfo parser, and every check of a mount point, read
+// it). On the main thread, throwawayThread holds it, so that a second
+// goroutine gets another thread, and does the work there.
+func throwawayThread(f func()) {
 	runtime.LockOSThread()
 	if unix.Gettid() == unix.Getpid() {
-		inner := make(chan outcome, 1)
-		go chrootThread(rootfs, apply, inner)
-		done <- <-inner
+		done := make(chan struct{})
+		go func() { throwawayThread(f); close(done) }()
+		<-done
 		runtime.UnlockOSThread()
 		return
 	}
-	var o outcome
-	defer func() {
-		if p := recover(); p != nil {
-			o = outcome{panic: &ApplyPanic{Value: p, Stack: debug.Stack()}}
-		}
-		done <- o
-	}()
-	o.err = applyChrooted(rootfs, apply)
+	f()
 }
 
 // applyChrooted gives the calling thread a root directory of its own,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/containerd/continuity/fs"
@@ -73,10 +72,8 @@ func mountTwoLowers(root string, mounted func(merged string)) (err error) {
 		filepath.Join(td, "lower2"), filepath.Join(td, "lower1"), filepath.Join(td, "upper"), filepath.Join(td, "work"))
 	merged := filepath.Join(td, "merged")
 	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: the Go runtime ends a thread whose goroutine
-		// returns locked, and the mount namespace ends with its last thread.
-		runtime.LockOSThread()
+	go throwawayThread(func() {
+		// the mount namespace ends with the thread (throwawayThread)
 		errc <- func() error {
 			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 				return fmt.Errorf("probing overlay: a private mount namespace: %w", err)
@@ -94,7 +91,7 @@ func mountTwoLowers(root string, mounted func(merged string)) (err error) {
 			}
 			return unix.Unmount(merged, 0)
 		}()
-	}()
+	})
 	return <-errc
 }
 
