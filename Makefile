@@ -31,11 +31,11 @@ KUBECTL_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client
 	-X $(p).gitVersion=$(KUBECTL_VERSION) -X $(p).gitMajor=1 \
 	-X $(p).gitMinor=$(word 2,$(subst ., ,$(KUBECTL_VERSION))) -X $(p).gitTreeState=clean)
 # Debian packages the build, the tests, the lessons (nsenter, ps, python3, jq in
-# lesson 18, capsh in lesson 09) and the benchmarks need, beyond Debian 12's
+# lesson 18, capsh in lesson 09, file in lesson 19) and the benchmarks need, beyond Debian 12's
 # minimal install (coreutils, grep, sed, mawk, findutils, diffutils, tar, gzip,
 # mount) and Go, git, make and gcc.
 APT_PACKAGES := libseccomp-dev pkg-config gcc libc6-dev pigz umoci iproute2 curl ca-certificates time util-linux procps python3 openssl containernetworking-plugins iptables \
-	containerd runsc crun jq libcap2-bin
+	containerd runsc crun jq libcap2-bin file
 
 PODLAB := $(BIN)/podlab --state-dir $(STATE_DIR)
 export PODLAB_DEB_CACHE := $(STATE_DIR)/cache/debs
