@@ -101,11 +101,14 @@ demo-run:
 
 ## test: everything, with the real runc (as root) and the demo images; then
 ## the API server suites again on a real etcd (bin/etcd); the store's etcd
-## tests (steps/store/etcd_test.go) run in the first pass
+## tests (steps/store/etcd_test.go) run in the first pass. The lessons
+## (lessons/lessons_test.go: all in order, and each alone after lesson 01
+## and the lessons it needs, two sessions at a time) take longer than go
+## test's default 10 minutes: about 30 on a loaded 2-core machine
 ETCD_SUITES := ./steps/apiserver/ ./steps/apiserver/rest/
 test: deps build images
 	$(GO) vet ./...
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 60m ./...
 	PODLAB_TEST_STORE=etcd $(GO) test -count=1 $(ETCD_SUITES)
 
 ## bench: podlab against crane, tar, umoci and bare runc, side by side in one run;
