@@ -51,7 +51,8 @@ const blockTimeout = 90 * time.Second
 //     told by its first block what to do first.
 //
 // PODLAB_LESSONS=05,14 narrows both to those lessons (the in-order run then
-// runs 01 and them, in order); `-run 'TestLessons/alone/05'` picks runs.
+// runs 01, them and the lessons they need, in order); `-run
+// 'TestLessons/alone/05'` picks runs.
 // The runs go in parallel (go test's -parallel, GOMAXPROCS by default).
 func TestLessons(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -84,7 +85,12 @@ func TestLessons(t *testing.T) {
 
 	t.Run("in-order", func(t *testing.T) {
 		t.Parallel()
-		lessons := append([]*lesson.Lesson{all[0]}, picked...)
+		lessons := []*lesson.Lesson{all[0]}
+		for _, l := range all[1:] {
+			if slices.ContainsFunc(picked, func(p *lesson.Lesson) bool { return p == l || needs(all, p, l) }) {
+				lessons = append(lessons, l)
+			}
+		}
 		r.run(t, lessons, func(next *lesson.Lesson) (*lesson.Lesson, string) { return next, checkBefore(next) }, passBefore)
 	})
 	for _, l := range picked {
@@ -170,6 +176,12 @@ func needsOf(all []*lesson.Lesson, l *lesson.Lesson) ([]*lesson.Lesson, error) {
 		}
 	}
 	return out, nil
+}
+
+// needs reports whether lesson l needs lesson m (needsOf).
+func needs(all []*lesson.Lesson, l, m *lesson.Lesson) bool {
+	ls, err := needsOf(all, l)
+	return err == nil && slices.Contains(ls, m)
 }
 
 func names(ls []*lesson.Lesson) string {
