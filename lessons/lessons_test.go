@@ -96,13 +96,13 @@ func TestLessons(t *testing.T) {
 	for _, l := range picked {
 		t.Run(fmt.Sprintf("alone/%02d", l.Number), func(t *testing.T) {
 			t.Parallel()
-			needs, err := needsOf(all, l)
+			deps, err := needsOf(all, l)
 			if err != nil {
 				t.Fatal(err)
 			}
-			lessons := append(append([]*lesson.Lesson{all[0]}, needs...), l)
-			if len(needs) > 0 {
-				t.Logf("%s needs %s", l.File, names(needs))
+			lessons := append(append([]*lesson.Lesson{all[0]}, deps...), l)
+			if len(deps) > 0 {
+				t.Logf("%s needs %s", l.File, names(deps))
 			}
 			// `podlab check NN` right after lesson 01, on a fresh state:
 			// every check of it must fail, but those passFresh lists.
