@@ -797,3 +797,55 @@ func unmountUnder(t *testing.T, dir string) {
 		}
 	}
 }
+
+func TestPickLessons(t *testing.T) {
+	const fence = "```"
+	all := parseLessons(t,
+		"# 01 — A\n\n"+fence+"sh\necho a\n"+fence+"\n",
+		"# 02 — B\n\n"+fence+"sh\necho b\n"+fence+"\n",
+		"# 03 — C\n\n"+fence+"sh\npodlab check 02\n"+fence+"\n\n## Why it matters\n",
+		"# 04 — D\n\n"+fence+"sh\npodlab check 03\n"+fence+"\n\n## Why it matters\n",
+	)
+	numbers := func(ls []*lesson.Lesson) []int {
+		var out []int
+		for _, l := range ls {
+			out = append(out, l.Number)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		list  string
+		picks []int
+	}{
+		{"none: all but 01", "", []int{2, 3, 4}},
+		{"a list, sorted, 01 and repeats dropped", "04, 01,2,04", []int{2, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := pickLessons(all, tt.list)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(numbers(got), tt.picks) {
+				t.Errorf("picked %v, want %v", numbers(got), tt.picks)
+			}
+		})
+	}
+	for _, bad := range []string{"5x", "05,99", ",,"} {
+		if _, err := pickLessons(all, bad); err == nil || !strings.Contains(err.Error(), "PODLAB_LESSONS") {
+			t.Errorf("PODLAB_LESSONS=%q: error %v, want one naming PODLAB_LESSONS", bad, err)
+		}
+	}
+	deps, err := needsOf(all, all[3])
+	if err != nil || !slices.Equal(numbers(deps), []int{2, 3}) {
+		t.Errorf("lesson 04 needs %v (%v), want [2 3]: 03 and what 03 needs", numbers(deps), err)
+	}
+	if deps, err := needsOf(all, all[1]); err != nil || len(deps) != 0 {
+		t.Errorf("lesson 02 needs %v (%v), want nothing", numbers(deps), err)
+	}
+	later := parseLessons(t, "# 01 — A\n", "# 02 — B\n\n"+fence+"sh\npodlab check 03\n"+fence+"\n", "# 03 — C\n")
+	if _, err := needsOf(later, later[1]); err == nil {
+		t.Error("a lesson that needs a later one: no error")
+	}
+}
