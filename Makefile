@@ -42,10 +42,13 @@ KUBECTL_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client
 # program (gcc -static); apt-get and dpkg-deb, which fetch and unpack nginx's
 # packages for its image, are part of every Debian.
 DEMO_APT_PACKAGES := libseccomp-dev pkg-config gcc libc6-dev
-# What the tests, the lessons (nsenter, ps, python3) and the benchmarks add;
+# What the tests, the lessons (nsenter, ps, python3, jq in lesson 18, capsh in
+# lesson 09, file in lesson 19) and the benchmarks add, beyond Debian 12's
+# minimal install (coreutils, grep, sed, mawk, findutils, diffutils, tar, gzip,
+# mount) and Go, git, make and gcc;
 # make deps (make test, make bench) installs both lists.
 TEST_APT_PACKAGES := pigz umoci iproute2 curl ca-certificates time util-linux procps python3 openssl containernetworking-plugins iptables \
-	containerd runsc crun
+	containerd runsc crun jq libcap2-bin file
 
 PODLAB := $(BIN)/podlab --state-dir $(STATE_DIR)
 export PODLAB_DEB_CACHE := $(STATE_DIR)/cache/debs
@@ -158,11 +161,14 @@ demo-run:
 
 ## test: everything, with the real runc (as root) and the demo images; then
 ## the API server suites again on a real etcd (bin/etcd); the store's etcd
-## tests (steps/store/etcd_test.go) run in the first pass
+## tests (steps/store/etcd_test.go) run in the first pass. The lessons
+## (lessons/lessons_test.go: all in order, and each alone after lesson 01
+## and the lessons it needs, two sessions at a time) take longer than go
+## test's default 10 minutes: about 30 on a loaded 2-core machine
 ETCD_SUITES := ./steps/apiserver/ ./steps/apiserver/rest/
 test: deps build images
 	$(GO) vet ./...
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 60m ./...
 	PODLAB_TEST_STORE=etcd $(GO) test -count=1 $(ETCD_SUITES)
 
 ## bench: podlab against crane, tar, umoci and bare runc, side by side in one run;

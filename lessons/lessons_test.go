@@ -35,13 +35,25 @@ import (
 // starts containers, the slowest thing a lesson does.
 const blockTimeout = 90 * time.Second
 
-// TestLessons runs every lesson as a learner would: every sh block of every
-// lessons/NN-*.md, in number order, in one bash session, as root, on a fresh
-// state directory, with a freshly built podlab first on PATH and the demo
-// registry already serving at $REGISTRY. Each block's output must hold the
-// lines of its expected block, in order. At the end, leftover background
-// jobs are killed and `podlab reset --yes` (or, while that command does not
-// exist, the same cleanup done here) removes the containers and mounts.
+// TestLessons runs every lesson as a learner would: every sh block of a
+// lesson, in one bash session, as root, on a fresh state directory, with a
+// freshly built podlab first on PATH and the demo registry already serving
+// at $REGISTRY. Each block's output must hold the lines of its expected
+// block, in order. At the end, leftover background jobs are killed and
+// `podlab reset --yes` removes the containers and mounts. It runs
+//
+//   - in-order: every lesson, in number order, on one state directory,
+//     with `podlab check N` before each lesson N (it must fail there);
+//   - alone/NN: lesson 01, then `podlab check NN` (it must fail on that
+//     fresh state, every check of it), then the lessons NN says it needs
+//     in its first lines (lesson.Needs, and theirs, in number order), then
+//     NN: a learner who comes back to one lesson finds it works, or is
+//     told by its first block what to do first.
+//
+// PODLAB_LESSONS=05,14 narrows both to those lessons (the in-order run then
+// runs 01, them and the lessons they need, in order); `-run
+// 'TestLessons/alone/05'` picks runs.
+// The runs go in parallel (go test's -parallel, GOMAXPROCS by default).
 func TestLessons(t *testing.T) {
 	testenv.RequireRoot(t)
 	runcBin := testenv.Runc(t)
@@ -50,17 +62,14 @@ func TestLessons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) == 0 {
-		t.Fatal("no lessons/NN-*.md")
+	if len(all) == 0 || all[0].Number != 1 {
+		t.Fatal("no lessons/01-*.md")
 	}
-	ctx := context.Background()
-	if d, ok := t.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-20*time.Second))
-		defer cancel()
+	picked, err := pickLessons(all, os.Getenv("PODLAB_LESSONS"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	start := time.Now()
-
 	tmp := t.TempDir()
 	// t.TempDir's parent is 0700: open it as /var/lib is, for the pod of
 	// lesson 09 whose root (in its user namespace) must reach its rootfs.
@@ -69,7 +78,142 @@ func TestLessons(t *testing.T) {
 	}
 	bin := filepath.Join(tmp, "bin")
 	podlab := buildPodlab(t, bin, runcBin)
+	ctx := context.Background()
 	layout := demoImages(t, ctx, tmp, needsNginx(all), needsPause(all), builtImages())
+	t.Logf("podlab %s, demo images %s (setup took %s)", podlab, layout, time.Since(start).Round(time.Millisecond))
+	r := lessonRunner{bash: bash, podlab: podlab, runc: runcBin, bin: bin, layout: layout}
+
+	t.Run("in-order", func(t *testing.T) {
+		t.Parallel()
+		lessons := []*lesson.Lesson{all[0]}
+		for _, l := range all[1:] {
+			if slices.ContainsFunc(picked, func(p *lesson.Lesson) bool { return p == l || needs(all, p, l) }) {
+				lessons = append(lessons, l)
+			}
+		}
+		r.run(t, lessons, func(next *lesson.Lesson) (*lesson.Lesson, string) { return next, checkBefore(next) }, passBefore)
+	})
+	for _, l := range picked {
+		t.Run(fmt.Sprintf("alone/%02d", l.Number), func(t *testing.T) {
+			t.Parallel()
+			deps, err := needsOf(all, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lessons := append(append([]*lesson.Lesson{all[0]}, deps...), l)
+			if len(deps) > 0 {
+				t.Logf("%s needs %s", l.File, names(deps))
+			}
+			// `podlab check NN` right after lesson 01, on a fresh state:
+			// every check of it must fail, but those passFresh lists.
+			probe := func(next *lesson.Lesson) (*lesson.Lesson, string) {
+				if next == lessons[1] {
+					return l, checkBefore(l)
+				}
+				return nil, ""
+			}
+			r.run(t, lessons, probe, passFresh)
+		})
+	}
+}
+
+// pickLessons is the lessons (but 01) PODLAB_LESSONS names ("05,14"), all of
+// them (but 01) when it is empty.
+func pickLessons(all []*lesson.Lesson, list string) ([]*lesson.Lesson, error) {
+	if strings.TrimSpace(list) == "" {
+		return all[1:], nil
+	}
+	var out []*lesson.Lesson
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("PODLAB_LESSONS=%q: %q is not a lesson number: list them as 05,14", list, f)
+		}
+		l, err := lesson.Find(all, n)
+		if err != nil {
+			return nil, fmt.Errorf("PODLAB_LESSONS=%q: %w", list, err)
+		}
+		if n != 1 && !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b *lesson.Lesson) int { return a.Number - b.Number })
+	return out, nil
+}
+
+// needsOf is what lesson l needs (lesson.Needs), and what those need, in
+// number order, without lesson 01 (every run starts with it). A need must
+// come before l.
+func needsOf(all []*lesson.Lesson, l *lesson.Lesson) ([]*lesson.Lesson, error) {
+	seen := map[int]bool{}
+	var walk func(l *lesson.Lesson) error
+	walk = func(l *lesson.Lesson) error {
+		for _, n := range l.Needs() {
+			if n >= l.Number {
+				return fmt.Errorf("%s needs lesson %02d, which comes after it", l.File, n)
+			}
+			if seen[n] || n == 1 {
+				continue
+			}
+			seen[n] = true
+			nl, err := lesson.Find(all, n)
+			if err != nil {
+				return fmt.Errorf("%s needs lesson %02d: %w", l.File, n, err)
+			}
+			if err := walk(nl); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(l); err != nil {
+		return nil, err
+	}
+	var out []*lesson.Lesson
+	for _, x := range all {
+		if seen[x.Number] {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// needs reports whether lesson l needs lesson m (needsOf).
+func needs(all []*lesson.Lesson, l, m *lesson.Lesson) bool {
+	ls, err := needsOf(all, l)
+	return err == nil && slices.Contains(ls, m)
+}
+
+func names(ls []*lesson.Lesson) string {
+	var s []string
+	for _, l := range ls {
+		s = append(s, l.File)
+	}
+	return strings.Join(s, ", ")
+}
+
+// lessonRunner runs sessions of lessons, each on a state directory of its
+// own with a registry of its own.
+type lessonRunner struct {
+	bash, podlab, runc, bin, layout string
+}
+
+// run runs lessons in one session on a fresh state directory; probe says
+// what to run before each lesson (see session.Probe), passBefore which
+// checks of a probe may pass. It reports every block's problem, and the
+// probes', in subtests named after the lessons.
+func (r lessonRunner) run(t *testing.T, lessons []*lesson.Lesson, probe func(*lesson.Lesson) (*lesson.Lesson, string), passBefore map[int][]string) {
+	ctx := context.Background()
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-20*time.Second))
+		defer cancel()
+	}
+	tmp := t.TempDir()
+	// 0711 as above: the state lives under it.
+	if err := os.Chmod(filepath.Dir(tmp), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	state := filepath.Join(tmp, "state")
 	work := filepath.Join(tmp, "work")
 	for _, d := range []string{state, work} {
@@ -78,30 +222,28 @@ func TestLessons(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		cleanUp(t, podlab, runcBin, state)
+		cleanUp(t, r.podlab, r.runc, state)
 		// A lesson with a cluster of its own (15) keeps its state
 		// directory in the working directory, and resets it at its end;
 		// if it stopped before, reset it here.
 		own, _ := filepath.Glob(filepath.Join(work, "*"))
 		for _, d := range own {
 			if fi, err := os.Stat(d); err == nil && fi.IsDir() && madeByPodlab(d) {
-				cleanUp(t, podlab, runcBin, d)
+				cleanUp(t, r.podlab, r.runc, d)
 			}
 		}
 	})
-	registry := startRegistry(t, podlab, state, layout, filepath.Join(tmp, "registry.log"))
-	t.Logf("podlab %s, demo images %s, registry %s, state %s (setup took %s)", podlab, layout, registry, state, time.Since(start).Round(time.Millisecond))
-
+	registry := startRegistry(t, r.podlab, state, r.layout, filepath.Join(tmp, "registry.log"))
 	s := session{
-		Bash: bash,
+		Bash: r.bash,
 		Dir:  work,
 		Env: lessonEnv(os.Environ(),
-			"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"PATH="+r.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 			"PODLAB_STATE_DIR="+state,
 			"REGISTRY="+registry,
 			// the OCI layout the registry serves, for a lesson that
 			// serves it again on its own lab network (16)
-			"DEMO_IMAGES="+layout,
+			"DEMO_IMAGES="+r.layout,
 			"PODLAB_REGISTRY_MIRROR=http://"+registry,
 			// the kubeconfigs' port and podlab apiserver's: a free one,
 			// so that lessons on one machine never share 6443
@@ -109,29 +251,30 @@ func TestLessons(t *testing.T) {
 		),
 		Timeout: blockTimeout,
 		Grace:   5 * time.Second,
-		Probe:   checkBefore,
+		Probe:   probe,
 	}
 	runStart := time.Now()
-	runs, err := s.run(ctx, all)
+	runs, err := s.run(ctx, lessons)
 	if err != nil {
 		t.Fatalf("running the lessons: %v", err)
 	}
-	t.Logf("%d sh blocks of %d lessons ran in %s", len(runs), len(all), time.Since(runStart).Round(time.Millisecond))
+	t.Logf("%d sh blocks of %s ran in %s (state %s, registry %s)", len(runs), names(lessons), time.Since(runStart).Round(time.Millisecond), state, registry)
 
-	for _, l := range all {
+	for _, l := range lessons {
 		t.Run(l.Name(), func(t *testing.T) {
 			var took time.Duration
-			skipped := 0
+			skipped, blocks := 0, 0
 			for _, r := range runs {
 				if r.Lesson != l {
 					continue
 				}
 				if r.Probe {
-					if p := checkedBefore(l, r); p != "" {
+					if p := checkedBefore(l, r, passBefore); p != "" {
 						t.Error(p)
 					}
 					continue
 				}
+				blocks++
 				took += r.Took
 				if !r.Started {
 					skipped++
@@ -144,7 +287,7 @@ func TestLessons(t *testing.T) {
 			if skipped > 0 {
 				t.Errorf("%d sh block(s) of %s never ran: an earlier block stopped the session", skipped, l.File)
 			}
-			t.Logf("%s: %d sh blocks in %s", l.File, len(l.Runs()), took.Round(time.Millisecond))
+			t.Logf("%s: %d sh blocks in %s", l.File, blocks, took.Round(time.Millisecond))
 		})
 	}
 	if t.Failed() {
@@ -179,14 +322,22 @@ var passBefore = map[int][]string{
 	12: {"a node is Ready", "the pods are Running"},
 }
 
+// passFresh lists the checks that may pass on a fresh state, right after
+// lesson 01, and why: lesson 13's look for what is absent, and a fresh state
+// has nothing; its third, that reset emptied the state directory, fails there
+// (lesson 01 left the registry's blobs in it).
+var passFresh = map[int][]string{
+	13: {"no container is left in runc", "nothing is mounted under the state directory"},
+}
+
 // hintCommand finds a command in a FAIL line's hint: `podlab ...`.
 var hintCommand = regexp.MustCompile("`[^`]+`")
 
 // checkedBefore says what is wrong with the probe r of lesson l: `podlab
-// check N` run before lesson N must fail, each check but those passBefore
-// lists must fail, and each FAIL must say what to do (a command); "" if
+// check N` run before lesson N must fail, each check but those pass lists
+// for N must fail, and each FAIL must say what to do (a command); "" if
 // nothing is wrong.
-func checkedBefore(l *lesson.Lesson, r *blockRun) string {
+func checkedBefore(l *lesson.Lesson, r *blockRun, pass map[int][]string) string {
 	cmd := r.Block.Commands()
 	switch {
 	case !r.Started:
@@ -204,7 +355,7 @@ func checkedBefore(l *lesson.Lesson, r *blockRun) string {
 	for _, line := range strings.Split(r.Output, "\n") {
 		if name, ok := strings.CutPrefix(line, "PASS "); ok {
 			checks++
-			if !slices.Contains(passBefore[l.Number], name) {
+			if !slices.Contains(pass[l.Number], name) {
 				problems = append(problems, fmt.Sprintf("%q passed before %s was done: it must see what the lesson does (objects, events, the store's history, files), or be listed in passBefore with the reason", name, l.File))
 			}
 		}
@@ -644,5 +795,57 @@ func unmountUnder(t *testing.T, dir string) {
 		if err := unix.Unmount(points[i], unix.MNT_DETACH); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.EINVAL) {
 			t.Errorf("unmounting %s: %v", points[i], err)
 		}
+	}
+}
+
+func TestPickLessons(t *testing.T) {
+	const fence = "```"
+	all := parseLessons(t,
+		"# 01 — A\n\n"+fence+"sh\necho a\n"+fence+"\n",
+		"# 02 — B\n\n"+fence+"sh\necho b\n"+fence+"\n",
+		"# 03 — C\n\n"+fence+"sh\npodlab check 02\n"+fence+"\n\n## Why it matters\n",
+		"# 04 — D\n\n"+fence+"sh\npodlab check 03\n"+fence+"\n\n## Why it matters\n",
+	)
+	numbers := func(ls []*lesson.Lesson) []int {
+		var out []int
+		for _, l := range ls {
+			out = append(out, l.Number)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		list  string
+		picks []int
+	}{
+		{"none: all but 01", "", []int{2, 3, 4}},
+		{"a list, sorted, 01 and repeats dropped", "04, 01,2,04", []int{2, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := pickLessons(all, tt.list)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(numbers(got), tt.picks) {
+				t.Errorf("picked %v, want %v", numbers(got), tt.picks)
+			}
+		})
+	}
+	for _, bad := range []string{"5x", "05,99", ",,"} {
+		if _, err := pickLessons(all, bad); err == nil || !strings.Contains(err.Error(), "PODLAB_LESSONS") {
+			t.Errorf("PODLAB_LESSONS=%q: error %v, want one naming PODLAB_LESSONS", bad, err)
+		}
+	}
+	deps, err := needsOf(all, all[3])
+	if err != nil || !slices.Equal(numbers(deps), []int{2, 3}) {
+		t.Errorf("lesson 04 needs %v (%v), want [2 3]: 03 and what 03 needs", numbers(deps), err)
+	}
+	if deps, err := needsOf(all, all[1]); err != nil || len(deps) != 0 {
+		t.Errorf("lesson 02 needs %v (%v), want nothing", numbers(deps), err)
+	}
+	later := parseLessons(t, "# 01 — A\n", "# 02 — B\n\n"+fence+"sh\npodlab check 03\n"+fence+"\n", "# 03 — C\n")
+	if _, err := needsOf(later, later[1]); err == nil {
+		t.Error("a lesson that needs a later one: no error")
 	}
 }

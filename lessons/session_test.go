@@ -32,11 +32,12 @@ type session struct {
 	// Grace is how long leftover processes may hold the output open after
 	// bash exited, before the session kills its process group.
 	Grace time.Duration
-	// Probe, if set, gives shell code to run before each lesson's first
-	// block ("" for none): a look at the state as the lessons before left
-	// it. Its output and exit status are recorded as a blockRun with Probe
+	// Probe, if set, gives shell code to run before the first block of
+	// lesson next ("" for none): a look at the state as the lessons before
+	// left it, on behalf of lesson of (next, or a later one). Its output
+	// and exit status are recorded as a blockRun of lesson of with Probe
 	// set; unlike a block's, its failure does not stop the session.
-	Probe func(l *lesson.Lesson) string
+	Probe func(next *lesson.Lesson) (of *lesson.Lesson, code string)
 }
 
 // blockRun is what happened to one Run block.
@@ -72,8 +73,8 @@ func (s session) run(ctx context.Context, lessons []*lesson.Lesson) ([]*blockRun
 	var runs []*blockRun
 	for _, l := range lessons {
 		if s.Probe != nil {
-			if code := s.Probe(l); code != "" {
-				runs = append(runs, &blockRun{Lesson: l, Block: &lesson.Block{Kind: lesson.Run, Info: "sh", Code: code}, Probe: true})
+			if of, code := s.Probe(l); code != "" {
+				runs = append(runs, &blockRun{Lesson: of, Block: &lesson.Block{Kind: lesson.Run, Info: "sh", Code: code}, Probe: true})
 			}
 		}
 		for _, b := range l.Runs() {
@@ -408,40 +409,46 @@ func TestSession_LeftoverJobsDoNotHang(t *testing.T) {
 	}
 }
 
-// TestSession_Probe: a probe runs before each lesson's first block, sees
-// what the lessons before left, and its failure is recorded without
+// TestSession_Probe: a probe runs before a lesson's first block, sees
+// what the lessons before left, is recorded for the lesson it was run for
+// (the next one, or a later one), and its failure is recorded without
 // stopping the session.
 func TestSession_Probe(t *testing.T) {
 	const fence = "```"
 	s := testSession(t, 20*time.Second)
-	s.Probe = func(l *lesson.Lesson) string {
-		if l.Number == 1 {
-			return ""
-		}
-		return fmt.Sprintf("echo probing %d; test -e made-by-%d", l.Number, l.Number-1)
-	}
-	runs, err := s.run(context.Background(), parseLessons(t,
+	lessons := parseLessons(t,
 		"# 01 — A\n\n"+fence+"sh\ntouch made-by-1\n"+fence+"\n",
 		"# 02 — B\n\n"+fence+"sh\necho lesson 2\n"+fence+"\n",
 		"# 03 — C\n\n"+fence+"sh\necho lesson 3\n"+fence+"\n",
-	))
+	)
+	s.Probe = func(l *lesson.Lesson) (*lesson.Lesson, string) {
+		switch l.Number {
+		case 1:
+			return nil, ""
+		case 2: // for lesson 3, before lesson 2 (an alone run's probe)
+			return lessons[2], "echo probing 3 before 2; test -e made-by-2"
+		}
+		return l, fmt.Sprintf("echo probing %d; test -e made-by-%d", l.Number, l.Number-1)
+	}
+	runs, err := s.run(context.Background(), lessons)
 	if err != nil {
 		t.Fatal(err)
 	}
 	type want struct {
+		lesson   int
 		probe    bool
 		output   string
 		exitCode int
 	}
-	wants := []want{{false, "", 0}, {true, "probing 2", 0}, {false, "lesson 2", 0}, {true, "probing 3", 1}, {false, "lesson 3", 0}}
+	wants := []want{{1, false, "", 0}, {3, true, "probing 3 before 2", 1}, {2, false, "lesson 2", 0}, {3, true, "probing 3", 1}, {3, false, "lesson 3", 0}}
 	if len(runs) != len(wants) {
 		t.Fatalf("%d runs, want %d", len(runs), len(wants))
 	}
 	for i, w := range wants {
 		r := runs[i]
-		if r.Probe != w.probe || !r.Started || !r.Finished || r.Output != w.output || r.ExitCode != w.exitCode {
-			t.Errorf("run %d: probe %v, started %v, finished %v, output %q, exit code %d; want probe %v, output %q, exit code %d",
-				i, r.Probe, r.Started, r.Finished, r.Output, r.ExitCode, w.probe, w.output, w.exitCode)
+		if r.Lesson.Number != w.lesson || r.Probe != w.probe || !r.Started || !r.Finished || r.Output != w.output || r.ExitCode != w.exitCode {
+			t.Errorf("run %d: lesson %d, probe %v, started %v, finished %v, output %q, exit code %d; want lesson %d, probe %v, output %q, exit code %d",
+				i, r.Lesson.Number, r.Probe, r.Started, r.Finished, r.Output, r.ExitCode, w.lesson, w.probe, w.output, w.exitCode)
 		}
 	}
 }

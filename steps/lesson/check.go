@@ -109,6 +109,18 @@ func checksOf(n int) []check {
 		return togetherChecks()
 	case 13:
 		return cleanupChecks()
+	case 14:
+		return httpChecks()
+	case 15:
+		return nodeDiesChecks()
+	case 16:
+		return networkChecks()
+	case 17:
+		return criChecks()
+	case 18:
+		return containerdChecks()
+	case 19:
+		return runtimeClassChecks()
 	}
 	return nil
 }

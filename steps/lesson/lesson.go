@@ -116,6 +116,37 @@ func (l *Lesson) Runs() []*Block {
 	return out
 }
 
+// needsRE matches a line of a lesson's needs block: `podlab check NN`.
+var needsRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^podlab check (\d{1,3})$`) })
+
+// Needs lists the lessons whose work this one builds on, as it says in its
+// first lines: an sh block under the title (before the first "## "
+// section) whose every command is `podlab check NN`, which a learner runs
+// to see that lesson NN's work is there (and what to do if it is not). A
+// lesson with no such block needs nothing but lesson 01 (the machine, the
+// registry and the variables it exports).
+func (l *Lesson) Needs() []int {
+	if len(l.Sections) == 0 || l.Sections[0].Heading != "" {
+		return nil
+	}
+	for _, p := range l.Sections[0].Parts {
+		if p.Block == nil || p.Block.Kind != Run {
+			continue
+		}
+		var out []int
+		for _, line := range strings.Split(strings.TrimSpace(p.Block.Code), "\n") {
+			m := needsRE().FindStringSubmatch(strings.TrimSpace(line))
+			if m == nil {
+				return nil
+			}
+			n, _ := strconv.Atoi(m[1])
+			out = append(out, n)
+		}
+		return out
+	}
+	return nil
+}
+
 // Section returns the section with the heading, or nil.
 func (l *Lesson) Section(heading string) *Section {
 	for _, s := range l.Sections {

@@ -2,6 +2,7 @@ package lesson_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -192,6 +193,33 @@ func TestListFS_Bad(t *testing.T) {
 			_, err := lesson.ListFS(tt.fsys)
 			if err == nil || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("ListFS error = %v, want one containing %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestLesson_Needs(t *testing.T) {
+	body := "\n## Why it matters\n\nx\n\n## Commands\n\n" + fence + "sh\npodlab check 03\n" + fence + "\n"
+	tests := []struct {
+		name string
+		text string
+		want []int
+	}{
+		{"one lesson", "# 05 — K\n\nNeeds 04:\n\n" + fence + "sh\npodlab check 04\n" + fence + "\n" + body, []int{4}},
+		{"two lessons, an expected block after", "# 07 — U\n\n" + fence + "sh\npodlab check 05\npodlab check 06\n" + fence + "\n" + fence + "expected\nPASS x\n" + fence + "\n" + body, []int{5, 6}},
+		{"prose only under the title", "# 02 — G\n\nStands alone.\n" + body, nil},
+		{"a check in Commands is no need", "# 03 — S\n" + body, nil},
+		{"a block that does more than check", "# 05 — K\n\n" + fence + "sh\npodlab check 04 || podlab run web --image nginx\n" + fence + "\n" + body, nil},
+		{"a shown block is not run", "# 05 — K\n\n" + fence + "console\npodlab check 04\n" + fence + "\n" + body, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := lesson.Parse(strings.NewReader(tt.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := l.Needs(); !slices.Equal(got, tt.want) {
+				t.Errorf("Needs() = %v, want %v", got, tt.want)
 			}
 		})
 	}
