@@ -448,7 +448,7 @@ func TestMakefile_DemoBuildsOnlyWhatUpRuns(t *testing.T) {
 				"[3/4] the demo images", "go run ./images/build --out " + state + "/demo-images",
 				"[4/4] podlab up", "podlab --state-dir " + state + " up", "[4/4] done in "},
 			append(append([]string{}, tools...), testPkgs...)},
-		{"test", []string{"test"}, append(append([]string{"go test -count=1 ./...", "runc@v1.5.3"}, tools...), testPkgs...), nil},
+		{"test", []string{"test"}, append(append([]string{"go test -count=1 -timeout 60m ./...", "runc@v1.5.3"}, tools...), testPkgs...), nil},
 		{"bench", []string{"bench"}, append(append([]string{"-bench", "runc@v1.5.3"}, tools...), testPkgs...), nil},
 		{"tools", []string{"tools"}, tools, []string{"-tags seccomp", "./cmd/podlab"}},
 	}
