@@ -1,8 +1,8 @@
 package apiserver
 
 import (
-	"crypto/tls"
 	"crypto/x509"
+	"github.com/podlab/podlab/internal/testenv/webhookserver"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,30 +19,6 @@ import (
 	"github.com/podlab/podlab/steps/apiserver/webhook"
 	"github.com/podlab/podlab/steps/pki"
 )
-
-// webhookServer is the lab's webhook server (webhook.Handler) over real
-// TLS, with a certificate from a CA of its own; it counts the reviews it
-// answers. It returns the base URL and the CA's PEM, the caBundle.
-func webhookServer(t *testing.T, p webhook.Policy, calls *atomic.Int32) (string, []byte) {
-	t.Helper()
-	ca, err := pki.NewCA("webhook-test-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := ca.Issue(pki.Spec{CommonName: "webhook", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := webhook.Handler(p, nil)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		h.ServeHTTP(w, r)
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{kp.TLSCertificate()}}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv.URL, ca.CertPEM()
-}
 
 func mutatingConfig(name, url string, ca []byte, mod ...func(*admissionregistrationv1.MutatingWebhook)) *admissionregistrationv1.MutatingWebhookConfiguration {
 	w := admissionregistrationv1.MutatingWebhook{
@@ -75,7 +51,7 @@ func TestServer_Webhooks_MutateAndDeny(t *testing.T) {
 	var phases []Phase
 	admin := as(t, s, "admin", WithPhases(func(p Phase) { phases = append(phases, p) }))
 	var calls atomic.Int32
-	url, ca := webhookServer(t, webhook.Policy{AddLabels: map[string]string{"team": "lab"}, DenyLabel: "env=forbidden"}, &calls)
+	url, ca := webhookserver.Serve(t, webhook.Policy{AddLabels: map[string]string{"team": "lab"}, DenyLabel: "env=forbidden"}, func(*http.Request) { calls.Add(1) })
 	if _, err := admin.Create(ctx(t), mutatingConfig("team-label.podlab.test", url+"/mutate", ca)); err != nil {
 		t.Fatalf("create MutatingWebhookConfiguration: %v", err)
 	}
@@ -148,7 +124,7 @@ func TestServer_Webhooks_FailurePolicy(t *testing.T) {
 	dead := "https://" + ln.Addr().String() + "/mutate"
 	ln.Close()
 	var calls atomic.Int32
-	live, ca := webhookServer(t, webhook.Policy{AddLabels: map[string]string{"team": "lab"}}, &calls)
+	live, ca := webhookserver.Serve(t, webhook.Policy{AddLabels: map[string]string{"team": "lab"}}, func(*http.Request) { calls.Add(1) })
 	otherCA, err := pki.NewCA("another-ca")
 	if err != nil {
 		t.Fatal(err)

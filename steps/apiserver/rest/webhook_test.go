@@ -2,12 +2,9 @@ package rest
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"net"
+	"github.com/podlab/podlab/internal/testenv/webhookserver"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,32 +15,7 @@ import (
 
 	"github.com/podlab/podlab/steps/apiserver/discovery"
 	"github.com/podlab/podlab/steps/apiserver/webhook"
-	"github.com/podlab/podlab/steps/pki"
 )
-
-// hookServer serves podlab's webhook (webhook.Handler) over TLS with a
-// certificate of its own CA, calling before first for every review. It
-// returns the base URL and the caBundle.
-func hookServer(t *testing.T, p webhook.Policy, before func(r *http.Request)) (string, []byte) {
-	t.Helper()
-	ca, err := pki.NewCA("webhook-test-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := ca.Issue(pki.Spec{CommonName: "webhook", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := webhook.Handler(p, nil)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		before(r)
-		h.ServeHTTP(w, r)
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{kp.TLSCertificate()}}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv.URL, ca.CertPEM()
-}
 
 // podCreateHook is a webhook of pod creates, on namespaces labelled sel
 // (none: every namespace), failurePolicy policy, timeoutSeconds 30.
@@ -81,7 +53,7 @@ func TestWebhooks_SlowWebhookStallsNothingElse(t *testing.T) {
 	admin := l.clientset("admin")
 	const sleep = 5 * time.Second
 	called := make(chan struct{}, 1)
-	url, ca := hookServer(t, webhook.Policy{}, func(r *http.Request) {
+	url, ca := webhookserver.Serve(t, webhook.Policy{}, func(r *http.Request) {
 		select {
 		case called <- struct{}{}:
 		default:
@@ -183,7 +155,7 @@ func TestWebhooks_CallTheAPI(t *testing.T) {
 	admin := l.clientset("admin")
 	var asked atomic.Int32
 	var apiErr atomic.Value
-	url, ca := hookServer(t, webhook.Policy{}, func(r *http.Request) {
+	url, ca := webhookserver.Serve(t, webhook.Policy{}, func(r *http.Request) {
 		n := asked.Add(1)
 		cctx, cancel := context.WithTimeout(r.Context(), 8*time.Second)
 		defer cancel()
