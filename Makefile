@@ -15,6 +15,8 @@
 #   make tools   the tools the lessons, tests and benchmarks run and the demo
 #                does not: kubectl, etcd and etcdctl, crictl, crane (each is a
 #                target of its own: make kubectl, make etcd, ...)
+#   make kube-apiserver  the real kube-apiserver, which only make bench runs
+#                (beside podlab's API server; about 7 minutes to build)
 #
 # Everything podlab makes lives under STATE_DIR: $PODLAB_STATE_DIR when it
 # is set (the state directory podlab itself uses), else /var/lib/podlab as
@@ -56,7 +58,7 @@ export PODLAB_DEB_CACHE := $(STATE_DIR)/cache/debs
 export PODLAB_DEMO_IMAGES := $(STATE_DIR)/demo-images
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all deps apt-demo apt tools runc crane kubectl etcd crictl build images demo demo-run test bench clean
+.PHONY: all deps apt-demo apt tools runc crane kubectl etcd crictl kube-apiserver build images demo demo-run test bench clean
 
 all: build
 
@@ -115,6 +117,16 @@ etcd:
 		echo "building etcd and etcdctl $(ETCD_VERSION) into bin/ (tools/etcd; about a minute on 2 cores; Debian's 3.4 is too old for Kubernetes v1.37)"; \
 		cd tools/etcd && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/etcd . && \
 		CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3; \
+	fi
+
+## kube-apiserver: the real kube-apiserver of the lab's release, from
+## k8s.io/kubernetes (tools/kube-apiserver), for make bench only: the
+## benchmarks run it on its own etcd beside podlab's API server
+## (BenchmarkNetworkList). Its version is kubectl's, set as kubectl's is.
+kube-apiserver:
+	@if ! $(BIN)/kube-apiserver --version 2>/dev/null | grep -qx "Kubernetes $(KUBECTL_VERSION)"; then \
+		echo "building kube-apiserver $(KUBECTL_VERSION) from k8s.io/kubernetes into bin/ (tools/kube-apiserver; about 7 minutes on 2 cores)"; \
+		cd tools/kube-apiserver && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(BIN)/kube-apiserver .; \
 	fi
 
 ## crictl: the CRI's own client (podlab runtime, the lessons from 05 on)
@@ -187,7 +199,7 @@ test: deps build images
 ## (creates/s, p99-ms, pods/s...); a missed target fails the run, after
 ## every package ran. BENCH=Network narrows to matching names.
 BENCH ?= .
-bench: deps build
+bench: deps build kube-apiserver
 	@st=0; \
 	$(GO) test -count=1 -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 30m ./internal/bench/ || st=1; \
 	$(GO) test -count=1 -run '^$$' -bench '$(BENCH)' -benchtime 3000x -timeout 30m ./steps/apiserver/rest/ || st=1; \

@@ -429,7 +429,8 @@ func makeEnv(extra ...string) []string {
 // numbered stages; kubectl, etcd, etcdctl, crictl, crane and the tests'
 // Debian packages are built by the targets that run them (make test, make
 // bench, make tools), which still build all of them (make -n: what would
-// run, whatever bin/ holds now).
+// run, whatever bin/ holds now); the real kube-apiserver only make bench
+// builds.
 func TestMakefile_DemoBuildsOnlyWhatUpRuns(t *testing.T) {
 	mk := testenv.LookPath(t, "make")
 	state := t.TempDir()
@@ -437,6 +438,8 @@ func TestMakefile_DemoBuildsOnlyWhatUpRuns(t *testing.T) {
 	tools := []string{"kubectl", "etcd", "etcdctl", "crictl", "crane"}
 	// Debian packages only the tests, lessons and benchmarks use
 	testPkgs := []string{"umoci", "containerd", "runsc", "crun", "containernetworking-plugins", "python3"}
+	// the real kube-apiserver, built for make bench only (7 minutes)
+	const kubeAPIServer = "cd tools/kube-apiserver"
 	tests := []struct {
 		name        string
 		args        []string
@@ -447,10 +450,11 @@ func TestMakefile_DemoBuildsOnlyWhatUpRuns(t *testing.T) {
 				"go install -tags seccomp github.com/opencontainers/runc@v1.5.3", "./cmd/podlab ./cmd/podlab-runc",
 				"[3/4] the demo images", "go run ./images/build --out " + state + "/demo-images",
 				"[4/4] podlab up", "podlab --state-dir " + state + " up", "[4/4] done in "},
-			append(append([]string{}, tools...), testPkgs...)},
-		{"test", []string{"test"}, append(append([]string{"go test -count=1 -timeout 60m ./...", "runc@v1.5.3"}, tools...), testPkgs...), nil},
-		{"bench", []string{"bench"}, append(append([]string{"-bench", "runc@v1.5.3"}, tools...), testPkgs...), nil},
-		{"tools", []string{"tools"}, tools, []string{"-tags seccomp", "./cmd/podlab"}},
+			append(append([]string{kubeAPIServer}, tools...), testPkgs...)},
+		{"test", []string{"test"}, append(append([]string{"go test -count=1 -timeout 60m ./...", "runc@v1.5.3"}, tools...), testPkgs...),
+			[]string{kubeAPIServer}},
+		{"bench", []string{"bench"}, append(append([]string{"-bench", "runc@v1.5.3", kubeAPIServer}, tools...), testPkgs...), nil},
+		{"tools", []string{"tools"}, tools, []string{"-tags seccomp", "./cmd/podlab", kubeAPIServer}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
