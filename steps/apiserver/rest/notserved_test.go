@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,19 +21,12 @@ import (
 func TestKubectl_NotServed(t *testing.T) {
 	kubectl := testenv.Kubectl(t)
 	l := newLab(t, nil)
-	cfg := writeCerts(t, t.TempDir())
 	fb, err := discovery.Handler(discovery.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, stop := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- ListenAndServe(sctx, cfg, New(l.s, WithAuthenticator("token file", bearerTokens{l.tokens}), WithFallback(fb)), func(a string) { addrc <- a })
-	}()
+	addr, caFile, stop, done := serveTLS(t, l, WithFallback(fb))
 	t.Cleanup(func() { stop(); <-done })
-	addr := <-addrc
 	dir := t.TempDir()
 	ds := filepath.Join(dir, "daemonset.yaml")
 	if err := os.WriteFile(ds, []byte(`apiVersion: apps/v1
@@ -59,7 +51,7 @@ clusters: [{name: lab, cluster: {server: "https://%s", certificate-authority: %q
 users: [{name: admin, user: {token: %q}}]
 contexts: [{name: lab, context: {cluster: lab, user: admin}}]
 current-context: lab
-`, addr, cfg.ClientCAFile, l.token("admin")), 0o600); err != nil {
+`, addr, caFile, l.token("admin")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	const served = "(it serves: pods, nodes, namespaces, events, limitranges, resourcequotas, deployments, replicasets, leases, roles, rolebindings, " +

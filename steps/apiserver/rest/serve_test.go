@@ -60,19 +60,28 @@ func writeCerts(t *testing.T, dir string) ServerConfig {
 	return cfg
 }
 
+// serveTLS runs ListenAndServe for l's API server (its token file, then
+// opts) with the certificates writeCerts makes, on a free port. It returns
+// the address, the file of the CA that signed the serving certificate, the
+// function that stops the server, and where ListenAndServe's error arrives
+// then.
+func serveTLS(t *testing.T, l *lab, opts ...Option) (addr, caFile string, stop context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cfg := writeCerts(t, t.TempDir())
+	sctx, stop := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	errc := make(chan error, 1)
+	h := New(l.s, append([]Option{WithAuthenticator("token file", bearerTokens{l.tokens})}, opts...)...)
+	go func() { errc <- ListenAndServe(sctx, cfg, h, func(a string) { addrc <- a }) }()
+	return <-addrc, cfg.ClientCAFile, stop, errc
+}
+
 // ListenAndServe serves HTTPS with the serving certificate, and stops when
 // its context ends, ending open watches.
 func TestListenAndServe(t *testing.T) {
 	l := newLab(t, nil)
-	cfg := writeCerts(t, t.TempDir())
-	sctx, stop := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- ListenAndServe(sctx, cfg, New(l.s, WithAuthenticator("token file", bearerTokens{l.tokens})), func(a string) { addrc <- a })
-	}()
-	addr := <-addrc
-	ca, _ := os.ReadFile(cfg.ClientCAFile)
+	addr, caFile, stop, done := serveTLS(t, l)
+	ca, _ := os.ReadFile(caFile)
 	cs, err := kubernetes.NewForConfig(&restclient.Config{Host: "https://" + addr, BearerToken: l.token("admin"),
 		TLSClientConfig: restclient.TLSClientConfig{CAData: ca}})
 	if err != nil {
@@ -146,16 +155,9 @@ func TestServerConfig_BadInput(t *testing.T) {
 // 413, not a reset stream the client sees as EOF.
 func TestListenAndServe_BodyTooLarge(t *testing.T) {
 	l := newLab(t, nil)
-	cfg := writeCerts(t, t.TempDir())
-	sctx, stop := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- ListenAndServe(sctx, cfg, New(l.s, WithAuthenticator("token file", bearerTokens{l.tokens})), func(a string) { addrc <- a })
-	}()
+	addr, caFile, stop, done := serveTLS(t, l)
 	t.Cleanup(func() { stop(); <-done })
-	addr := <-addrc
-	ca, _ := os.ReadFile(cfg.ClientCAFile)
+	ca, _ := os.ReadFile(caFile)
 	pod := testPod("big")
 	pod.Annotations = map[string]string{"big": strings.Repeat("x", 4<<20)}
 	const want = "Request entity too large: limit is 3145728"
@@ -226,7 +228,7 @@ func TestListenAndServe_BodyTooLarge(t *testing.T) {
 	for _, proto := range []string{"--http2", "--http1.1"} {
 		t.Run("curl "+proto, func(t *testing.T) {
 			for range 5 { // the reset raced the answer: it lost it most times, not every time
-				curlTooLarge(t, curl, proto, cfg.ClientCAFile, l.token("admin"), file, "https://"+addr+"/api/v1/namespaces/default/pods", want)
+				curlTooLarge(t, curl, proto, caFile, l.token("admin"), file, "https://"+addr+"/api/v1/namespaces/default/pods", want)
 			}
 		})
 	}
